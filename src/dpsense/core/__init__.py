@@ -1,0 +1,37 @@
+"""Layer 0: privacy-loss values (exact arithmetic), adjacency and privacy units, the error tree."""
+
+from dpsense.core.adjacency import Adjacency, PrivacyUnit
+from dpsense.core.errors import (
+    DPSenseError,
+    InternalError,
+    InvalidBounds,
+    InvalidData,
+    InvalidPrivacyParameter,
+    InvalidSensitivity,
+    UnsupportedRequest,
+    UsageError,
+)
+from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon, check_rho
+
+__all__ = [
+    "ZCDP",
+    "Adjacency",
+    "ApproxDP",
+    "DPSenseError",
+    "InternalError",
+    "InvalidBounds",
+    "InvalidData",
+    "InvalidPrivacyParameter",
+    "InvalidSensitivity",
+    "NumberLike",
+    "PrivacyLoss",
+    "PrivacyUnit",
+    "PureDP",
+    "UnsupportedRequest",
+    "UsageError",
+    "check_delta",
+    "check_epsilon",
+    "check_rho",
+    "to_fraction",
+]

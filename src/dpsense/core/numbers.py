@@ -1,0 +1,91 @@
+"""Exact numbers for privacy parameters.
+
+A user's ``epsilon=0.1`` means the decimal one tenth, so parameters are converted through their
+shortest decimal string (``repr`` of a float), never with ``Fraction(float)``: with the latter,
+3 x 0.1 exceeds 0.3 and 1000 x 0.01 exceeds 10. Quantities that have no exact rational value
+(square roots, logarithms) are bounded with 40-digit decimal arithmetic and rounded *up* to a
+rational, never down, so a budget computed from them is never understated.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_CEILING, Context, Decimal
+from fractions import Fraction
+from numbers import Rational
+from typing import Union
+
+from dpsense.core.errors import InvalidPrivacyParameter
+
+#: Anything a user may pass where dpsense expects an exact number.
+NumberLike = Union[int, float, str, Fraction, Decimal]
+
+_CTX = Context(prec=40)
+#: Slack added before rounding up; far above the 40-digit arithmetic's error, far below any budget.
+_SLACK = Decimal("1e-30")
+
+
+def to_fraction(value: NumberLike, *, name: str = "value") -> Fraction:
+    """Convert a user-supplied number to an exact ``Fraction`` through its decimal string.
+
+    Raises:
+        InvalidPrivacyParameter: for NaN, infinities, booleans and non-numbers.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Fraction, Decimal, Rational)):
+        raise InvalidPrivacyParameter(
+            f"{name} must be a number", value, f"pass {name} as an int, float, decimal string or Fraction"
+        )
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, Rational):
+        return Fraction(value.numerator, value.denominator)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidPrivacyParameter(f"{name} must be finite", value, f"pass a finite {name}")
+        return Fraction(repr(value))
+    try:
+        dec = Decimal(str(value).strip())
+    except ArithmeticError:
+        raise InvalidPrivacyParameter(
+            f"{name} must be a decimal number", value, f"write {name} like '0.5' or '1e-6'"
+        ) from None
+    if not dec.is_finite():
+        raise InvalidPrivacyParameter(f"{name} must be finite", value, f"pass a finite {name}")
+    return Fraction(dec)
+
+
+def decimal_of(value: Fraction) -> Decimal:
+    """The 40-digit decimal closest to ``value`` (for bounding irrational quantities)."""
+    return _CTX.divide(Decimal(value.numerator), Decimal(value.denominator))
+
+
+def ceil_fraction(value: Decimal, digits: int = 20) -> Fraction:
+    """A rational upper bound on a 40-digit decimal, rounded up to ``digits`` significant digits."""
+    bumped = _CTX.add(value, _SLACK)
+    rounded = Context(prec=digits, rounding=ROUND_CEILING).plus(bumped)
+    return Fraction(rounded)
+
+
+def ceil_fraction_float(value: float, digits: int = 15) -> Fraction:
+    """A rational upper bound on a float result whose relative error is below 1e-12."""
+    if not math.isfinite(value):
+        raise ValueError("ceil_fraction_float needs a finite value")
+    margin = abs(value) * 1e-12 + 1e-300
+    return Fraction(Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(value + margin)))
+
+
+def dec_sqrt(value: Decimal) -> Decimal:
+    """40-digit square root."""
+    return _CTX.sqrt(value)
+
+
+def dec_ln(value: Decimal) -> Decimal:
+    """40-digit natural logarithm."""
+    return _CTX.ln(value)
+
+
+def dec_exp(value: Decimal) -> Decimal:
+    """40-digit exponential."""
+    return _CTX.exp(value)
