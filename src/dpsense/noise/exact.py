@@ -43,21 +43,22 @@ def _bit_length(values: I64) -> I64:
 
 
 def uniform_below_scalar(m: int, n: int) -> I64:
-    """``n`` independent uniform integers in {0, ..., m-1} for one bound ``1 <= m < 2**62``."""
+    """``n`` independent uniform integers in {0, ..., m-1} for one bound ``1 <= m < 2**62``.
+
+    A w-bit uniform word (w = 32 or 63) is accepted when below the largest multiple of m that fits,
+    ``limit = floor(2**w / m) * m``, and reduced modulo m: exact, with rejection probability below m/2**w.
+    """
     if not 1 <= m < INT64_SAFE:
         raise InternalError(f"uniform_below_scalar bound out of range: {m.bit_length()} bits")
-    bits = (m - 1).bit_length()
+    small = m <= 1 << 16
+    limit = ((1 << 32) // m) * m if small else ((1 << 63) // m) * m
     out = np.empty(n, dtype=np.int64)
     filled = 0
     while filled < n:
         need = n - filled
-        # Oversample by the expected rejection rate so most calls need one pass.
-        draw = need + need // 2 + 8 if m & (m - 1) else need
-        if bits <= 32:
-            raw = entropy.words32(draw).astype(np.int64) & ((1 << bits) - 1)
-        else:
-            raw = (entropy.words(draw) >> np.uint64(64 - bits)).astype(np.int64)
-        ok = raw[raw < m][:need]
+        draw = need + 8
+        raw = entropy.words32(draw).astype(np.int64) if small else (entropy.words(draw) >> np.uint64(1)).astype(np.int64)
+        ok = raw[raw < limit][:need] % m
         out[filled : filled + ok.size] = ok
         filled += ok.size
     return out
@@ -208,7 +209,7 @@ def discrete_laplace(scale: Fraction, n: int) -> I64:
     filled = 0
     while filled < n:
         need = n - filled
-        draw = need + need // 2 + 16
+        draw = need + (need * 3) // 5 + 64  # acceptance of the first step is 1 - 1/e ~ 0.63
         u = uniform_below_scalar(t, draw)
         u = u[_bernoulli_exp_fraction(u, t)]
         v = geometric_exp_one(u.size)
