@@ -51,7 +51,9 @@ def test_uniform_below_is_uniform_for_awkward_bounds() -> None:
         assert draws.min() >= 0 and draws.max() < m
         bins = draws if m < 10 else np.minimum(draws // (m // 10), 9)
         counts = np.bincount(bins, minlength=min(m, 10))
-        expected = np.full(counts.size, 1.0 / counts.size) if m < 10 else np.array([m // 10] * 9 + [m - 9 * (m // 10)]) / m
+        expected = (
+            np.full(counts.size, 1.0 / counts.size) if m < 10 else np.array([m // 10] * 9 + [m - 9 * (m // 10)]) / m
+        )
         assert stats.chisquare(counts, expected * counts.sum()).pvalue > P_THRESHOLD
     lanes = exact.uniform_below(np.full(300_000, 6, dtype=np.int64))
     assert stats.chisquare(np.bincount(lanes, minlength=6)).pvalue > P_THRESHOLD

@@ -43,6 +43,7 @@ class PrivacyUnit:
     Attributes:
         column: the identifier column (``"person_id"``); ``None`` means every row is its own unit.
         max_rows: the enforced per-unit contribution bound C over the whole release window.
+
     """
 
     column: str | None = None

@@ -13,12 +13,11 @@ import math
 from decimal import ROUND_CEILING, Context, Decimal
 from fractions import Fraction
 from numbers import Rational
-from typing import Union
 
 from dpsense.core.errors import InvalidPrivacyParameter
 
 #: Anything a user may pass where dpsense expects an exact number.
-NumberLike = Union[int, float, str, Fraction, Decimal]
+NumberLike = int | float | str | Fraction | Decimal
 
 _CTX = Context(prec=40)
 #: Slack added before rounding up; far above the 40-digit arithmetic's error, far below any budget.
@@ -30,6 +29,7 @@ def to_fraction(value: NumberLike, *, name: str = "value") -> Fraction:
 
     Raises:
         InvalidPrivacyParameter: for NaN, infinities, booleans and non-numbers.
+
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Fraction, Decimal, Rational)):
         raise InvalidPrivacyParameter(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Union
 
 from dpsense.core.errors import InvalidPrivacyParameter
 from dpsense.core.numbers import NumberLike, ceil_fraction, dec_ln, dec_sqrt, decimal_of, to_fraction
@@ -53,7 +52,9 @@ def check_rho(value: NumberLike, *, name: str = "rho", allow_zero: bool = False)
     """Validate a zCDP rho: finite, and > 0 (or >= 0)."""
     rho = to_fraction(value, name=name)
     if rho < 0 or (rho == 0 and not allow_zero):
-        raise InvalidPrivacyParameter(f"{name} must be > 0", value, f"pass a positive, finite {name}, e.g. {name}=0.125")
+        raise InvalidPrivacyParameter(
+            f"{name} must be > 0", value, f"pass a positive, finite {name}, e.g. {name}=0.125"
+        )
     return rho
 
 
@@ -169,4 +170,4 @@ class ZCDP:
         return f"(ρ={_render(self.rho)})"
 
 
-PrivacyLoss = Union[PureDP, ApproxDP, ZCDP]
+PrivacyLoss = PureDP | ApproxDP | ZCDP

@@ -31,9 +31,7 @@ def as_float_values(value: Any) -> tuple[NDArray[np.float64], bool]:
     """The value as a 1-D float64 array and whether it was a scalar. Refuses empty, non-numeric, non-finite."""
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
-        raise InvalidData(
-            "the value to privatise must be numeric", str(arr.dtype), "pass a number or a numeric array"
-        )
+        raise InvalidData("the value to privatise must be numeric", str(arr.dtype), "pass a number or a numeric array")
     if arr.size == 0:
         raise InvalidData("the value to privatise is empty", "size 0", "pass at least one number")
     flat = arr.astype(np.float64).ravel()

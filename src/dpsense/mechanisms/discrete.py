@@ -96,7 +96,8 @@ def discrete_gaussian(
         loss = ApproxDP(eps, dlt)
     else:
         raise InvalidPrivacyParameter(
-            "pass either rho, or both epsilon and delta", f"rho={rho}, epsilon={epsilon}, delta={delta}",
+            "pass either rho, or both epsilon and delta",
+            f"rho={rho}, epsilon={epsilon}, delta={delta}",
             "call discrete_gaussian(v, sensitivity=1, rho=0.5) or (..., epsilon=1, delta=1e-6)",
         )
     out = values + _draw("dgauss", sigma2, values.size)

@@ -84,8 +84,10 @@ def gaussian(
     Args:
         value: the true query value, a number or numeric array (the L2 sensitivity covers all of it).
         sensitivity: the declared global L2 sensitivity under the chosen adjacency (> 0).
-        epsilon: > 0, read as a decimal. delta: in (0, 1).
+        epsilon: > 0, read as a decimal.
+        delta: in (0, 1).
         confidence: 1 - beta for the accuracy statement's error bound (per coordinate).
+
     """
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)

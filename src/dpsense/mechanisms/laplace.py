@@ -53,6 +53,7 @@ def laplace(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confide
 
     Returns:
         A ``MechanismResult`` whose value is a float (or array) on the grid 2**k, with loss ``PureDP(epsilon)``.
+
     """
     eps = check_epsilon(epsilon)
     sens = check_sensitivity(sensitivity)
@@ -60,8 +61,10 @@ def laplace(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confide
     values, scalar = as_float_values(value)
     k, t = laplace_plan(sensitivity=sens, epsilon=eps, dimension=values.size)
     scale = Fraction(t)
-    noise = pool.pooled_discrete_laplace(scale, values.size) if values.size <= POOL_MAX else exact.discrete_laplace(
-        scale, values.size
+    noise = (
+        pool.pooled_discrete_laplace(scale, values.size)
+        if values.size <= POOL_MAX
+        else exact.discrete_laplace(scale, values.size)
     )
     out = grid.unsnap(grid.snap(values, k), noise, k)
     g = float(np.ldexp(1.0, k))

@@ -22,6 +22,7 @@ class Accuracy:
         mean_abs_error: E|noise| in the units of the value.
         confidence: 1 - beta for ``error_bound``.
         error_bound: a bound that |noise| stays below with probability >= ``confidence``.
+
     """
 
     noise: str
@@ -48,6 +49,7 @@ class MechanismResult:
         mechanism: the mechanism's name and version, e.g. ``"laplace/grid@1"``.
         guarantee: one sentence naming the guarantee and the theorem it rests on.
         details: further public parameters (granularity, integer scale, ...).
+
     """
 
     value: Any

@@ -57,7 +57,9 @@ def uniform_below_scalar(m: int, n: int) -> I64:
     while filled < n:
         need = n - filled
         draw = need + 8
-        raw = entropy.words32(draw).astype(np.int64) if small else (entropy.words(draw) >> np.uint64(1)).astype(np.int64)
+        raw = (
+            entropy.words32(draw).astype(np.int64) if small else (entropy.words(draw) >> np.uint64(1)).astype(np.int64)
+        )
         ok = raw[raw < limit][:need] % m
         out[filled : filled + ok.size] = ok
         filled += ok.size
@@ -116,7 +118,7 @@ def _bernoulli_exp_fraction(num: I64, den: I64 | int) -> BOOL:
     k = 1
     while active.size:
         if scalar_den:
-            bound = int(den) * k  # type: ignore[arg-type]
+            bound = int(den) * k
             if bound >= INT64_SAFE:
                 break
             draws = uniform_below_scalar(bound, active.size)
@@ -131,7 +133,7 @@ def _bernoulli_exp_fraction(num: I64, den: I64 | int) -> BOOL:
         k += 1
     # Lanes past the int64 range (probability below 1/k! for round k) finish exactly in Python ints.
     for lane in active:
-        d = int(den) if scalar_den else int(np.asarray(den)[lane])  # type: ignore[arg-type]
+        d = int(den) if scalar_den else int(np.asarray(den)[lane])
         kk = k
         while _python_uniform_below(d * kk) < int(num[lane]):
             kk += 1
@@ -156,7 +158,7 @@ def bernoulli_exp(num: I64, den: I64 | int) -> BOOL:
     """Bernoulli(exp(-num_i/den_i)) per lane, exactly, for int64 ``num >= 0`` and ``den >= 1``."""
     num = np.asarray(num, dtype=np.int64)
     if np.ndim(den) == 0:
-        den = int(den)  # type: ignore[arg-type]
+        den = int(den)
     whole = num // den
     frac = num - whole * den
     result = _bernoulli_exp_fraction(frac, den)
@@ -184,9 +186,7 @@ def geometric_exp_one(n: int) -> I64:
 
 
 def _random_bits(n: int) -> BOOL:
-    return (entropy.words32((n + 31) // 32)[:, None] >> np.arange(32, dtype=np.uint32) & 1).ravel()[:n].astype(
-        np.bool_
-    )
+    return (entropy.words32((n + 31) // 32)[:, None] >> np.arange(32, dtype=np.uint32) & 1).ravel()[:n].astype(np.bool_)
 
 
 def discrete_laplace(scale: Fraction, n: int) -> I64:

@@ -54,7 +54,10 @@ def granularity_exponent(scale: Fraction, resolution_bits: int) -> int:
 
 
 def sensitivity_units_l1(sensitivity: Fraction, k: int, dimension: int) -> int:
-    """L1 sensitivity, in grid steps 2**k, of the snapped vector: floor(Delta/g) + d (each coordinate's rounding adds < 1)."""
+    """L1 sensitivity, in grid steps 2**k, of the snapped vector.
+
+    floor(Delta/g) + d: each coordinate's rounding adds less than one step.
+    """
     return floor(sensitivity / Fraction(2) ** k) + dimension
 
 
