@@ -70,7 +70,7 @@ def test_gaussian_grid_hockey_stick_within_delta(sens: float, eps: float, delta:
     assert worst <= delta * (1 + 1e-6)
     # and the same number from the closed form of CKS 2020 Thm 7 at the grid sensitivity
     sens_units = int(grid.sensitivity_units_l2(Fraction(sens), k, 1))
-    assert discrete_gaussian_delta(eps, s2, sens_units) <= delta * (1 + 1e-6)
+    assert discrete_gaussian_delta(epsilon=eps, sigma2=sigma2, sensitivity=sens_units) <= delta * (1 + 1e-6)
 
 
 def _dlap_cdf(k: np.ndarray, t: float) -> np.ndarray:

@@ -44,7 +44,7 @@ def to_fraction(value: NumberLike, *, name: str = "value") -> Fraction:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidPrivacyParameter(f"{name} must be finite", value, f"pass a finite {name}")
-        return Fraction(repr(value))
+        return Fraction(repr(float(value)))
     try:
         dec = Decimal(str(value).strip())
     except ArithmeticError:

@@ -92,7 +92,7 @@ def discrete_gaussian(
                 f"δ={delta}, {values.size} values",
                 "pass delta > 0 for a scalar, or calibrate a vector with rho=...",
             )
-        sigma2 = Fraction(discrete_gaussian_sigma2(float(eps), float(dlt), sens))
+        sigma2 = Fraction(discrete_gaussian_sigma2(epsilon=eps, delta=dlt, sensitivity=sens))
         loss = ApproxDP(eps, dlt)
     else:
         raise InvalidPrivacyParameter(

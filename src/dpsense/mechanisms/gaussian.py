@@ -65,11 +65,11 @@ def gaussian_plan(
             "the Gaussian mechanism needs delta > 0", delta, "pass delta > 0, or use laplace() for pure ε-DP"
         )
     sens = check_sensitivity(sensitivity)
-    sigma_bw = balle_wang_sigma(float(eps), float(dlt), float(sens))
+    sigma_bw = balle_wang_sigma(epsilon=eps, delta=dlt, sensitivity=sens)
     k = grid.granularity_exponent(Fraction(sigma_bw), RESOLUTION_BITS)
     sens_units = grid.sensitivity_units_l2(sens, k, dimension)
     if dimension == 1:
-        sigma2 = Fraction(discrete_gaussian_sigma2(float(eps), float(dlt), int(sens_units)))
+        sigma2 = Fraction(discrete_gaussian_sigma2(epsilon=eps, delta=dlt, sensitivity=int(sens_units)))
     else:
         rho = _rho_for(eps, dlt)
         sigma2 = Fraction(math.ceil(sens_units * sens_units / (2 * Fraction(rho))))
