@@ -1,0 +1,39 @@
+"""Layer 1: mechanisms. Each returns a ``MechanismResult`` (noisy value, privacy loss, public accuracy).
+
+Every mechanism states its guarantee, the adjacency it holds under and its theorem in its module
+docstring; all randomness comes from ``dpsense.noise``.
+"""
+
+from dpsense.mechanisms.discrete import discrete_gaussian, geometric
+from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
+from dpsense.mechanisms.gaussian import gaussian
+from dpsense.mechanisms.laplace import laplace
+from dpsense.mechanisms.local import (
+    estimate_counts_grr,
+    estimate_counts_oue,
+    estimate_proportion_rr,
+    k_ary_randomized_response,
+    optimized_unary_encoding,
+    randomized_response,
+)
+from dpsense.mechanisms.quantile import em_quantile, em_quantiles
+from dpsense.mechanisms.result import Accuracy, MechanismResult
+
+__all__ = [
+    "Accuracy",
+    "MechanismResult",
+    "discrete_gaussian",
+    "em_quantile",
+    "em_quantiles",
+    "estimate_counts_grr",
+    "estimate_counts_oue",
+    "estimate_proportion_rr",
+    "exponential_mechanism",
+    "gaussian",
+    "geometric",
+    "k_ary_randomized_response",
+    "laplace",
+    "optimized_unary_encoding",
+    "randomized_response",
+    "report_noisy_max",
+]

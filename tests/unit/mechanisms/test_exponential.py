@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpsense.core import PureDP
+from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParameter, InvalidSensitivity, UsageError
+from dpsense.mechanisms import quantile
+from dpsense.mechanisms.exponential import em_weights, exponential_mechanism, report_noisy_max
+from dpsense.mechanisms.quantile import em_quantile, em_quantiles
+from dpsense.noise.testing import deterministic_entropy
+
+# ---------------------------------------------------------------- exponential mechanism
+
+
+def test_em_result_carries_loss_guarantee_and_public_details() -> None:
+    result = exponential_mechanism([3, 1, 2], epsilon=0.5, sensitivity=1, candidates=["a", "b", "c"])
+    assert result.value in {"a", "b", "c"}
+    assert result.loss == PureDP(Fraction(1, 2))
+    assert result.accuracy is None
+    assert "DR Thm 3.10" in result.guarantee
+    assert result.details["candidates"] == 3
+    # DR Thm 3.11: (2 Delta / eps)(ln m + ln(1/beta)) with beta = 0.05.
+    assert result.details["utility_shortfall_bound"] == pytest.approx(4 * (math.log(3) + math.log(20)))
+    assert ["a", "b", "c"][result.details["index"]] == result.value
+
+
+def test_em_weights_are_exact_for_rationals_and_monotone_halves_the_divisor() -> None:
+    utilities: list[int | Fraction] = [Fraction(1, 2), Fraction(2, 3), 1]
+    exponents, rate = em_weights(utilities, epsilon=Fraction(1, 10), sensitivity=Fraction(3), monotone=False)
+    assert exponents.tolist() == [3, 2, 0]  # (1 - u) * 6
+    assert rate == Fraction(1, 10) / (2 * 3 * 6)
+    _, rate_monotone = em_weights([1, 2], epsilon=Fraction(1), sensitivity=Fraction(1), monotone=True)
+    assert rate_monotone == 1
+
+
+def test_em_accepts_whole_floats_and_numpy_ints() -> None:
+    assert em_weights(np.array([2.0, 5.0]), epsilon=Fraction(1), sensitivity=Fraction(1), monotone=False)[
+        0
+    ].tolist() == [3, 0]
+    assert em_weights(np.array([7, -2], dtype=np.int32), epsilon=Fraction(1), sensitivity=Fraction(1), monotone=False)[
+        0
+    ].tolist() == [0, 9]
+
+
+def test_em_weights_handle_extreme_integer_ranges_exactly() -> None:
+    one = Fraction(1)
+    wide_unsigned = np.array([2**64 - 1, 2**64 - 5], dtype=np.uint64)
+    assert em_weights(wide_unsigned, epsilon=one, sensitivity=one, monotone=False)[0].tolist() == [0, 4]
+    big_floats = np.array([1e20, 1e20 + 2**14])
+    assert em_weights(big_floats, epsilon=one, sensitivity=one, monotone=False)[0].tolist() == [2**14, 0]
+    with pytest.raises(InvalidData):
+        em_weights(np.array([-(2**62), 2**62], dtype=np.int64), epsilon=one, sensitivity=one, monotone=False)
+
+
+def test_em_overwhelming_utility_gap_picks_the_best() -> None:
+    # The runner-up has probability exp(-1000): never observed.
+    picks = {exponential_mechanism([0, 2000, 0], epsilon=1, sensitivity=1).value for _ in range(200)}
+    assert picks == {1}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"utilities": [1, 2], "epsilon": 0, "sensitivity": 1}, InvalidPrivacyParameter),
+        ({"utilities": [1, 2], "epsilon": -1, "sensitivity": 1}, InvalidPrivacyParameter),
+        ({"utilities": [1, 2], "epsilon": 1, "sensitivity": 0}, InvalidSensitivity),
+        ({"utilities": [1, 2], "epsilon": 1, "sensitivity": float("nan")}, InvalidSensitivity),
+        ({"utilities": [], "epsilon": 1, "sensitivity": 1}, InvalidData),
+        ({"utilities": [1.5, 2.0], "epsilon": 1, "sensitivity": 1}, InvalidData),
+        ({"utilities": [float("inf"), 2.0], "epsilon": 1, "sensitivity": 1}, InvalidData),
+        ({"utilities": ["x", 2], "epsilon": 1, "sensitivity": 1}, InvalidData),
+        ({"utilities": [0, 2**64], "epsilon": 1, "sensitivity": 1}, InvalidData),
+        ({"utilities": [1, 2], "epsilon": 1, "sensitivity": 1, "candidates": ["only one"]}, InvalidData),
+    ],
+)
+def test_em_refuses_bad_input(kwargs: dict[str, object], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        exponential_mechanism(**kwargs)  # type: ignore[arg-type]
+
+
+def test_report_noisy_max_is_the_em_sampled_exactly() -> None:
+    with deterministic_entropy(3):
+        via_em = [exponential_mechanism([4, 1, 7, 7], epsilon=2, sensitivity=1).value for _ in range(50)]
+    with deterministic_entropy(3):
+        results = [report_noisy_max([4, 1, 7, 7], epsilon=2, sensitivity=1) for _ in range(50)]
+    assert [r.value for r in results] == via_em
+    assert results[0].mechanism.startswith("report_noisy_max/gumbel")
+    assert "Gumbel" in results[0].guarantee
+
+
+# ---------------------------------------------------------------- quantiles
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"values": [], "q": 0.5, "bounds": (0, 1), "epsilon": 1}, InvalidData),
+        ({"values": [[1.0, 2.0]], "q": 0.5, "bounds": (0, 1), "epsilon": 1}, InvalidData),
+        ({"values": [0.1, float("nan")], "q": 0.5, "bounds": (0, 1), "epsilon": 1}, InvalidData),
+        ({"values": [0.1], "q": 0.5, "bounds": (1, 0), "epsilon": 1}, InvalidBounds),
+        ({"values": [0.1], "q": 0.5, "bounds": (0, float("inf")), "epsilon": 1}, InvalidBounds),
+        ({"values": [0.1], "q": 0.5, "bounds": (0,), "epsilon": 1}, InvalidBounds),
+        ({"values": [0.1], "q": 1.5, "bounds": (0, 1), "epsilon": 1}, UsageError),
+        ({"values": [0.1], "q": -0.1, "bounds": (0, 1), "epsilon": 1}, UsageError),
+        ({"values": [0.1], "q": 0.5, "bounds": (0, 1), "epsilon": 0}, InvalidPrivacyParameter),
+        ({"values": [0.1], "q": 0.5, "bounds": (0, 1), "epsilon": 1, "resolution": 0}, UsageError),
+        ({"values": [0.1], "q": 0.5, "bounds": (0, 1), "epsilon": 1, "resolution": 2**53}, UsageError),
+        ({"values": [0.1], "q": Fraction(1, 2**62), "bounds": (0, 1), "epsilon": 1}, UsageError),
+    ],
+)
+def test_quantile_refuses_bad_input(kwargs: dict[str, object], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        em_quantile(**kwargs)  # type: ignore[arg-type]
+
+
+def test_quantiles_refuse_empty_qs() -> None:
+    with pytest.raises(UsageError):
+        em_quantiles([0.1, 0.2], qs=[], bounds=(0, 1), epsilon=1)
+
+
+def test_quantile_output_is_a_public_cell_midpoint_inside_the_bounds() -> None:
+    values = [-5.0, 0.1, 0.2, 0.25, 0.9, float("inf")]
+    for _ in range(200):
+        result = em_quantile(values, q=0.5, bounds=(0, 1), epsilon=1, resolution=8)
+        assert 0 <= result.value <= 1
+        assert (result.value * 8 - 0.5) == pytest.approx(round(result.value * 8 - 0.5))
+    assert result.loss == PureDP(1)
+    assert result.accuracy is None
+    assert result.details["rank_excess_bound"] == pytest.approx(2 * math.log(8 / 0.05))
+
+
+def test_degenerate_bounds_release_the_bound() -> None:
+    assert em_quantile([3.0, 4.0], q=0.5, bounds=(2, 2), epsilon=1).value == 2.0
+
+
+def test_huge_bounds_do_not_overflow() -> None:
+    result = em_quantile([0.0, 1e300, -1e300], q=0.5, bounds=(-1.7e308, 1.7e308), epsilon=1)
+    assert math.isfinite(result.value)
+
+
+def test_public_function_uses_the_same_randomness_as_the_bulk_sampler() -> None:
+    values = np.array([0.3, 0.1, 0.7, 0.7, 0.2])
+    cells = quantile._to_cells(values, 0.0, 1.0, 64)
+    for seed in range(20):
+        with deterministic_entropy(seed):
+            released = em_quantile(values, q=0.3, bounds=(0, 1), epsilon=2, resolution=64).value
+        with deterministic_entropy(seed):
+            cell = quantile._draw_cells(cells, Fraction(3, 10), Fraction(2), 1)
+        assert released == quantile._cell_midpoints(cell, 0.0, 1.0, 64)[0]
+
+
+def test_accurate_on_large_data() -> None:
+    values = np.linspace(0, 1, 10_001)
+    # Rank error bound with beta = 1e-12 (DR Thm 3.11): (2/eps) ln(K / beta), values in distinct cells.
+    slack = 2.0 * math.log(2**32 / 1e-12) + 1
+    for q in (0.1, 0.5, 0.97):
+        released = em_quantile(values, q=q, bounds=(0, 1), epsilon=1).value
+        rank = int(np.sum(values < released))
+        assert abs(rank - q * values.size) <= slack + 1
+
+
+def test_quantiles_split_epsilon_and_keep_order() -> None:
+    values = np.linspace(0, 100, 2_001)
+    result = em_quantiles(values, qs=[0.9, 0.1, 0.5], bounds=(0, 100), epsilon=Fraction(3))
+    assert result.loss == PureDP(3)
+    assert result.details["epsilon_per_quantile"] == "1"
+    assert result.value.shape == (3,)
+    assert result.value[1] < result.value[2] < result.value[0]
+    assert "basic composition" in result.guarantee

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpsense.core.errors import UsageError
+from dpsense.noise import categorical, entropy
+from dpsense.noise.categorical import CategoricalSampler, sample_categorical
+from dpsense.noise.testing import deterministic_entropy
+
+_CTX = Context(prec=80, Emin=MIN_EMIN, Emax=MAX_EMAX)
+
+
+def exact_boundaries(base: list[float], exponents: list[int], rate: Fraction) -> list[Decimal]:
+    """True normalised CDF boundaries, computed directly at 80 digits (independent of the sampler)."""
+    e0 = min(e for b, e in zip(base, exponents, strict=True) if b > 0)
+    weights = [
+        _CTX.multiply(Decimal(b), _CTX.exp(-_CTX.divide(Decimal(rate.numerator * (e - e0)), Decimal(rate.denominator))))
+        if b > 0
+        else Decimal(0)
+        for b, e in zip(base, exponents, strict=True)
+    ]
+    total = sum(weights, Decimal(0))
+    out, acc = [Decimal(0)], Decimal(0)
+    for w in weights:
+        acc = _CTX.add(acc, w)
+        out.append(_CTX.divide(acc, total))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("base", "exponents", "rate"),
+    [
+        ([], [], Fraction(1)),
+        ([1.0, 2.0], [0], Fraction(1)),
+        ([1.0, -1.0], [0, 0], Fraction(1)),
+        ([1.0, float("nan")], [0, 0], Fraction(1)),
+        ([1.0, float("inf")], [0, 0], Fraction(1)),
+        ([0.0, 0.0], [0, 0], Fraction(1)),
+        ([1.0, 1.0], [0, -1], Fraction(1)),
+        ([1.0, 1.0], [0, 1], Fraction(-1)),
+        ([1.0, 1.0], [0.5, 1.0], Fraction(1)),
+    ],
+)
+def test_rejects_bad_inputs(base: list[float], exponents: list[float], rate: Fraction) -> None:
+    with pytest.raises(UsageError):
+        sample_categorical(base, exponents, rate)
+
+
+def test_zero_measure_never_drawn_and_single_support_is_certain() -> None:
+    draws = sample_categorical([0.0, 3.0, 0.0], [5, 9, 0], Fraction(2), size=20_000)
+    assert set(np.unique(draws).tolist()) == {1}
+
+
+def test_extreme_measures_and_rates_stay_exact_in_practice() -> None:
+    # 5e-324 / 1.7e308 is far below 2^-64: index 0 has probability ~1e-632.
+    assert set(sample_categorical([5e-324, 1.7e308], [0, 0], Fraction(0), size=5_000).tolist()) == {1}
+    # rate 10^400 does not fit a float: the float path treats e=1 as negligible with a certified error.
+    huge = CategoricalSampler.build([1.0, 1e308], [0, 1], Fraction(10**400))
+    assert set(huge.draw(5_000).tolist()) == {0}
+    assert huge.margin < 2.0**-40
+
+
+def test_margin_is_tiny_for_ordinary_weights() -> None:
+    sampler = CategoricalSampler.build(np.arange(1.0, 1001.0), np.arange(1000) % 37, Fraction(3, 7))
+    assert sampler.margin < 2.0**-35
+    assert sampler.cumulative[0] == 0.0 and sampler.cumulative[-1] == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.just(0.0), st.floats(min_value=5e-324, max_value=1e300, allow_subnormal=True)),
+            st.integers(min_value=0, max_value=10**6),
+        ),
+        min_size=1,
+        max_size=30,
+    ).filter(lambda rows: any(b > 0 for b, _ in rows)),
+    st.fractions(min_value=0, max_value=50, max_denominator=1000),
+)
+def test_certified_error_bound_holds(rows: list[tuple[float, int]], rate: Fraction) -> None:
+    base = [b for b, _ in rows]
+    exponents = [e for _, e in rows]
+    sampler = CategoricalSampler.build(base, exponents, rate)
+    truth = exact_boundaries(base, exponents, rate)
+    bound = sampler.margin - categorical.EVAL_SLACK
+    for approx, exact_value in zip(sampler.cumulative.tolist(), truth, strict=True):
+        assert abs(Decimal(approx) - exact_value) <= Decimal(bound)
+
+
+@pytest.fixture
+def restore_constants() -> Iterator[None]:
+    saved = (categorical.EVAL_SLACK, categorical.FIRST_PRECISION, categorical.PRECISION_STEP)
+    yield
+    categorical.EVAL_SLACK, categorical.FIRST_PRECISION, categorical.PRECISION_STEP = saved
+
+
+WEIGHTS = ([1.0, 2.5, 0.0, 0.75, 3.0, 1e-3, 4.0, 2.0], [0, 3, 1, 7, 2, 0, 5, 4], Fraction(1, 2))
+
+
+@pytest.mark.usefixtures("restore_constants")
+def test_exact_fallback_returns_the_same_index_as_the_fast_path_for_the_same_bits() -> None:
+    with deterministic_entropy(7):
+        fast = sample_categorical(*WEIGHTS, size=3_000)
+    categorical.EVAL_SLACK = 1.0  # every draw now goes through the decimal fallback
+    with deterministic_entropy(7):
+        slow = sample_categorical(*WEIGHTS, size=3_000)
+    np.testing.assert_array_equal(fast, slow)
+
+
+@pytest.mark.usefixtures("restore_constants")
+def test_low_precision_fallback_needs_several_rounds_and_still_agrees() -> None:
+    with deterministic_entropy(11):
+        fast = sample_categorical(*WEIGHTS, size=500)
+    categorical.EVAL_SLACK = 1.0
+    categorical.FIRST_PRECISION = 1  # brackets start wide: decisions need more digits and more bits
+    categorical.PRECISION_STEP = 1
+    with deterministic_entropy(11):
+        slow = sample_categorical(*WEIGHTS, size=500)
+    np.testing.assert_array_equal(fast, slow)
+
+
+def _scripted_words(script: list[int]) -> object:
+    queue = list(script)
+
+    def words(n: int) -> np.ndarray:
+        out = np.array(queue[:n], dtype=np.uint64)
+        del queue[:n]
+        return out
+
+    return words
+
+
+@pytest.mark.parametrize(("extra_word", "expected"), [(2**62, 0), (2**63 + 5, 1)])
+def test_boundary_inside_the_first_64_bits_is_decided_by_more_bits(
+    monkeypatch: pytest.MonkeyPatch, extra_word: int, expected: int
+) -> None:
+    # Boundaries at 2^-65 and 1 - (2^13 - 1) 2^-65: U = 0 cannot tell bin 0 from bin 1.
+    base = [1.0, float(2**65 - 2**13), float(2**13 - 1)]
+    monkeypatch.setattr(entropy, "words", _scripted_words([0, extra_word]))
+    assert int(sample_categorical(base, [0, 0, 0], Fraction(0))[0]) == expected
+
+
+@pytest.mark.parametrize(("word", "expected"), [(2**63 - 1, 0), (2**63, 1)])
+def test_dyadic_boundary_is_split_exactly(monkeypatch: pytest.MonkeyPatch, word: int, expected: int) -> None:
+    monkeypatch.setattr(entropy, "words", _scripted_words([word]))
+    assert int(sample_categorical([1.0, 1.0], [4, 4], Fraction(5))[0]) == expected
