@@ -1,0 +1,114 @@
+"""Smooth upper bounds on local sensitivity through the monotone-family lemma (ALGORITHMS.md 3.2).
+
+A *monotone family* for a statistic f is a sequence U_0, U_1, ... of functions of the data with
+
+  (i)  U_0(x) >= LS_f(x), and
+  (ii) U_k(x) <= U_{k+1}(x') for all adjacent x, x' and all k >= 0.
+
+Then S(x) = sup_k e^{-k beta} U_k(x) is a beta-smooth upper bound on LS_f (NRS07; proof in
+ALGORITHMS.md 3.2), and gamma(x) = min{k : U_k(x) > b} is a 1-Lipschitz lower bound on the distance
+to instability usable by Propose-Test-Release (ALGORITHMS.md 5).
+
+Capping by a public G >= GS_f keeps (ii); so does truncation: U'_k = U_k for k < K and G beyond, which
+is why ``smooth_upper_bound`` may stop its loop at any K provided it adds the tail term
+e^{-K beta} G. Dropping that tail term is a privacy bug (the result is no longer smooth).
+
+Person-level protection: when one privacy unit owns up to C records, one unit change is up to C
+record changes, and U'_k = U_{C(k+1)-1} is a monotone family for the unit-level adjacency
+(``PersonLevel``).
+
+Nothing computed here may leave the process: smooth bounds and distances are data-dependent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from dpsense.core.errors import InvalidPrivacyParameter, UsageError
+
+
+class MonotoneFamily(Protocol):
+    """A monotone family U_k of upper bounds (conditions (i) and (ii) above) for one dataset."""
+
+    @property
+    def cap(self) -> float:
+        """A public G >= the global sensitivity (the family is capped at G)."""
+        ...
+
+    def upper(self, k: int) -> float:
+        """U_k(x) for this dataset (may be ``math.inf``; the caller caps it at ``cap``)."""
+        ...
+
+
+def _check_beta(beta: float) -> float:
+    b = float(beta)
+    if not (b > 0 and math.isfinite(b)):
+        raise InvalidPrivacyParameter(
+            "the smoothing parameter beta must be finite and > 0",
+            beta,
+            "derive beta from (epsilon, delta) with dpsense.mechanisms.smooth_noise, never from the data",
+        )
+    return b
+
+
+def smooth_upper_bound(family: MonotoneFamily, *, beta: float, constant_work: int | None = None) -> float:
+    """S(x) = max(max_{k<K} e^{-k beta} min(G, U_k(x)), e^{-K beta} G): a beta-smooth upper bound on LS.
+
+    Without ``constant_work`` the loop stops at the first K with e^{-K beta} G <= the running maximum
+    (then S equals the untruncated value). With ``constant_work=K`` it evaluates exactly K terms, a
+    public amount of work whatever the data, and adds the tail term e^{-K beta} G.
+    """
+    b = _check_beta(beta)
+    G = float(family.cap)
+    if constant_work is not None and constant_work < 1:
+        raise UsageError("constant_work must be >= 1", constant_work, "pass a public number of steps, e.g. 64")
+    best = 0.0
+    k = 0
+    while True:
+        tail = math.exp(-k * b) * G
+        if constant_work is None and tail <= best:
+            return best
+        if constant_work is not None and k == constant_work:
+            return max(best, tail)
+        best = max(best, math.exp(-k * b) * min(G, family.upper(k)))
+        k += 1
+
+
+def distance_to_instability(family: MonotoneFamily, *, bound: float, cap: int) -> int:
+    """gamma_L(x) = min{k >= 0 : min(G, U_k(x)) > bound}, capped at ``cap`` (ALGORITHMS.md 5).
+
+    1-Lipschitz, non-negative, and gamma_L(x) >= 1 implies LS(x) <= bound. The scan always runs to
+    the first k that exceeds the bound or to ``cap``, so its work is at most ``cap`` steps.
+    """
+    if cap < 1:
+        raise UsageError("the PTR distance cap must be >= 1", cap, "use cap ~ ln(1/(2 delta))/epsilon + 20/epsilon")
+    G = float(family.cap)
+    for k in range(cap):
+        if min(G, family.upper(k)) > bound:
+            return k
+    return cap
+
+
+@dataclass(frozen=True)
+class PersonLevel:
+    """U'_k = U_{C(k+1)-1}: the family for units that own up to C records each."""
+
+    family: MonotoneFamily
+    max_records_per_unit: int
+
+    def __post_init__(self) -> None:
+        if self.max_records_per_unit < 1:
+            raise UsageError(
+                "max records per unit must be >= 1", self.max_records_per_unit, "declare the contribution bound C"
+            )
+
+    @property
+    def cap(self) -> float:
+        """The underlying family's public cap."""
+        return self.family.cap
+
+    def upper(self, k: int) -> float:
+        """U_{C(k+1)-1} of the record-level family."""
+        return self.family.upper(self.max_records_per_unit * (k + 1) - 1)
