@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpsense.mechanisms import local
 from dpsense.mechanisms.local import (
     estimate_counts_grr,
     estimate_counts_oue,
@@ -29,6 +28,7 @@ from dpsense.mechanisms.local import (
     randomized_response,
     rr_proportion_variance,
 )
+from dpsense.noise import lazy_bernoulli
 from tests.statistical.gof import P_THRESHOLD
 
 pytestmark = pytest.mark.statistical
@@ -147,7 +147,7 @@ def test_optimized_unary_encoding_bit_rates(k: int, epsilon: str) -> None:
 def test_lazy_comparison_with_tiny_blocks_is_exact(c: int, epsilon: Fraction) -> None:
     """2-bit blocks tie with probability 1/4 per level, so deep levels of the expansion are exercised."""
     n = 1_000_000
-    hits = int(local._bernoulli(local._LazyProbability(c, epsilon), n, block_bits=2).sum())
+    hits = int(lazy_bernoulli.bernoulli_lazy(lazy_bernoulli.RationalOddsProbability(c, epsilon), n, block_bits=2).sum())
     eps = float(epsilon)
     assert stats.binomtest(hits, n, c / (math.exp(eps) + c)).pvalue > P_THRESHOLD
     for wrong in WRONG:

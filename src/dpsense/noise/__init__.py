@@ -6,6 +6,8 @@
   discrete Gaussian, vectorised with active-lane masks.
 * ``grid``: float-safe snapping of real values to a public power-of-two grid.
 * ``pool``: noise drawn ahead of single releases, so release time does not depend on the noise.
+* ``categorical``: exact sampling of an index with weights m_i exp(-a e_i) (exponential mechanism).
+* ``lazy_bernoulli``: exact Bernoulli(c/(e^eps + c)) by lazy comparison (randomized response).
 """
 
 from dpsense.noise.entropy import is_test_source_active, random_bytes, words

@@ -25,7 +25,7 @@ from dpsense.mechanisms.local import (
     recommend_frequency_oracle,
     rr_proportion_variance,
 )
-from dpsense.noise import entropy
+from dpsense.noise import entropy, lazy_bernoulli
 from dpsense.noise.testing import deterministic_entropy
 
 E = math.e
@@ -237,7 +237,7 @@ def _oracle_floor(c: int, epsilon: Fraction, m: int) -> int:
     [(1, Fraction(1)), (1, Fraction(1, 10)), (4, Fraction(3, 7)), (999, Fraction(8)), (2, Fraction(123457, 100000))],
 )
 def test_binary_expansion_matches_rational_oracle(c: int, epsilon: Fraction) -> None:
-    prob = local._LazyProbability(c, epsilon)
+    prob = lazy_bernoulli.RationalOddsProbability(c, epsilon)
     for m in (1, 7, 32, 64, 96, 200):
         assert prob.floor_scaled(m) == _oracle_floor(c, epsilon, m)
     rebuilt = 0
@@ -247,12 +247,12 @@ def test_binary_expansion_matches_rational_oracle(c: int, epsilon: Fraction) -> 
 
 
 def test_binary_expansion_of_vanishing_probability_is_zero() -> None:
-    prob = local._LazyProbability(3, Fraction(10**30))
+    prob = lazy_bernoulli.RationalOddsProbability(3, Fraction(10**30))
     assert prob.floor_scaled(64) == 0 and prob.block(5, 32) == 0
 
 
 def test_lazy_comparison_resolves_ties_with_later_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    prob = local._LazyProbability(1, Fraction(1))
+    prob = lazy_bernoulli.RationalOddsProbability(1, Fraction(1))
     d1, d2 = prob.block(1, 32), prob.block(2, 32)
     assert 0 < d1 < 2**32 - 1 and 0 < d2 < 2**32 - 1
     script = iter(
@@ -264,7 +264,7 @@ def test_lazy_comparison_resolves_ties_with_later_blocks(monkeypatch: pytest.Mon
     )
     monkeypatch.setattr(entropy, "words32", lambda n: next(script))
     assert prob.block(3, 32) != 0
-    assert local._bernoulli(prob, 5).tolist() == [True, False, True, False, True]
+    assert lazy_bernoulli.bernoulli_lazy(prob, 5).tolist() == [True, False, True, False, True]
 
 
 # ---------------------------------------------------------------------------------------------
