@@ -1,0 +1,135 @@
+"""Audit scenarios: each installed mechanism run many times on adversarial neighbouring inputs.
+
+A scenario states the mechanism's claim (epsilon, delta), the neighbouring pair it uses and why that
+pair is hard, and draws ``n`` outputs on each side. ``run_audit`` turns them into the empirical lower
+bound of ``dpsense.audit.empirical``. Scenarios marked ``control`` are deliberately broken mechanisms:
+the audit must flag them (lower bound above the claim); they show the audit has power.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpsense.accounting.zcdp import zcdp_to_approx_tight
+from dpsense.audit.empirical import AuditResult, epsilon_lower_bound
+from dpsense.mechanisms.discrete import discrete_gaussian, geometric
+from dpsense.mechanisms.gaussian import gaussian
+from dpsense.mechanisms.laplace import laplace
+from dpsense.mechanisms.local import randomized_response
+from dpsense.mechanisms.quantile import em_quantile
+
+F64 = NDArray[np.float64]
+Sampler = Callable[[int], tuple[F64, F64]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One audit: a mechanism, its claim, and a sampler of outputs on two neighbouring inputs."""
+
+    name: str
+    epsilon: float
+    delta: float
+    neighbours: str
+    sample: Sampler
+    control: bool = False
+    slow: bool = False
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """A scenario's claim next to its empirical lower bound."""
+
+    scenario: Scenario
+    result: AuditResult
+
+    @property
+    def flagged(self) -> bool:
+        """True when the lower bound exceeds the claimed epsilon."""
+        return self.result.epsilon_lower_bound > self.scenario.epsilon
+
+
+def _pair(fn: Callable[[Any], Any], x: float, y: float) -> Sampler:
+    def sample(n: int) -> tuple[F64, F64]:
+        return np.asarray(fn(np.full(n, x)), dtype=np.float64), np.asarray(fn(np.full(n, y)), dtype=np.float64)
+
+    return sample
+
+
+def _em_quantile(n: int) -> tuple[F64, F64]:
+    # The worst replace pair on 8 cells found by exhaustive search (true loss 0.903 ε).
+    x, y = [6.5, 6.5, 6.5, 6.5, 7.5], [0.5, 6.5, 6.5, 6.5, 6.5]
+
+    def draw(data: list[float]) -> F64:
+        return np.asarray([em_quantile(data, q=0.25, bounds=(0, 8), epsilon=1, resolution=8).value for _ in range(n)])
+
+    return draw(x), draw(y)
+
+
+def _rho_epsilon(rho: float, delta: float) -> float:
+    return float(zcdp_to_approx_tight(rho, delta).epsilon)
+
+
+def classical_scenarios() -> list[Scenario]:
+    """The classical mechanisms on their worst-case neighbouring inputs."""
+    return [
+        Scenario(
+            "laplace",
+            1.0,
+            0.0,
+            "value 0 vs 1, Δ=1",
+            _pair(lambda v: laplace(v, sensitivity=1, epsilon=1).value, 0.0, 1.0),
+        ),
+        Scenario(
+            "gaussian",
+            1.0,
+            1e-5,
+            "value 0 vs 1, Δ=1",
+            _pair(lambda v: gaussian(v, sensitivity=1, epsilon=1, delta=1e-5).value, 0.0, 1.0),
+        ),
+        Scenario(
+            "geometric",
+            1.0,
+            0.0,
+            "count 0 vs 1, Δ=1",
+            _pair(lambda v: geometric(v, sensitivity=1, epsilon=1).value, 0, 1),
+        ),
+        Scenario(
+            "discrete_gaussian (ρ=0.5, tight (ε, 1e-5))",
+            _rho_epsilon(0.5, 1e-5),
+            1e-5,
+            "count 0 vs 1, Δ=1",
+            _pair(lambda v: discrete_gaussian(v, sensitivity=1, rho=0.5).value, 0, 1),
+        ),
+        Scenario(
+            "randomized_response",
+            1.0,
+            0.0,
+            "one user's bit 0 vs 1",
+            _pair(lambda v: randomized_response(v, epsilon=1).value, 0, 1),
+        ),
+        Scenario("em_quantile", 1.0, 0.0, "q=1/4, (6.5 x4, 7.5) vs (0.5, 6.5 x4) on [0,8]", _em_quantile, slow=True),
+        Scenario(
+            "control: Laplace at half the scale",
+            1.0,
+            0.0,
+            "value 0 vs 1, Δ=1 (claims ε=1, is ε=2)",
+            _pair(lambda v: laplace(v, sensitivity=1, epsilon=2).value, 0.0, 1.0),
+            control=True,
+        ),
+    ]
+
+
+def run_audit(scenario: Scenario, *, samples: int, alpha: float = 1e-9) -> AuditRow:
+    """Draw ``samples`` outputs per side and bound epsilon from below at the scenario's delta."""
+    x, y = scenario.sample(samples)
+    return AuditRow(scenario, epsilon_lower_bound(x, y, delta=scenario.delta, alpha=alpha))
+
+
+def all_scenarios() -> list[Scenario]:
+    """Every registered audit scenario (classical and beyond-global mechanisms, and the controls)."""
+    return classical_scenarios()

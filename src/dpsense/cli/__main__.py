@@ -1,0 +1,7 @@
+"""``python -m dpsense.cli``."""
+
+import sys
+
+from dpsense.cli import main
+
+sys.exit(main())
