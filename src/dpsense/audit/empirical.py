@@ -37,7 +37,8 @@ class AuditResult:
 
     Attributes:
         epsilon_lower_bound: with probability >= 1 - alpha, the mechanism's epsilon (at ``delta``) is
-            at least this (``inf`` when an event is possible under one input and not the other).
+            at least this. An event seen under one input and never under the other gives a bound that grows
+            like ln(samples): finite samples can never certify an infinite loss.
         event: a description of the event that gave the bound.
         samples: samples per dataset.
 

@@ -21,7 +21,7 @@ from dpsense.audit.scenarios import all_scenarios, run_audit
 def _audit(args: argparse.Namespace) -> int:
     scenarios = [s for s in all_scenarios() if (args.controls or not s.control)]
     if args.only:
-        scenarios = [s for s in scenarios if args.only in s.name]
+        scenarios = [s for s in scenarios if args.only.lower() in s.name.lower()]
     print(f"{'mechanism':46s} {'claim ε':>8s} {'δ':>8s} {'ε lower bound':>14s}  {'verdict':9s} neighbours")
     failures = 0
     for scenario in scenarios:
