@@ -14,8 +14,15 @@ is why ``smooth_upper_bound`` may stop its loop at any K provided it adds the ta
 e^{-K beta} G. Dropping that tail term is a privacy bug (the result is no longer smooth).
 
 Person-level protection: when one privacy unit owns up to C records, one unit change is up to C
-record changes, and U'_k = U_{C(k+1)-1} is a monotone family for the unit-level adjacency
-(``PersonLevel``).
+record changes, so U_m(x) <= U_{m+C}(x') for unit-adjacent x, x' and U'_k = U_{C(k+1)-1} satisfies
+(ii). Condition (i) needs more care. In general a unit change is a path z_0 = x, ..., z_C = y of
+record changes and |f(x) - f(y)| <= sum_i LS(z_i) <= C A^{(C-1)}(x), so the family
+U'_k = C U_{C(k+1)-1}, capped at C G, is valid for every statistic (``PersonLevel``). For some
+statistics the factor C is not needed because U_{C-1} itself bounds the unit-level change (order
+statistics: C changed records move the rank-r value within [x_(r-C), x_(r+C)]; the closest pair:
+f(y) and f(x) both lie in [0, M_C(x)]); their modules prove it and pass ``direct=True``. Without
+such a proof the factor is required: for triangle counts, a unit owning 2 edges can add 2 triangles
+where A^{(1)} = 1 (the star 0-1, 0-2, 0-3 plus edges 1-2, 1-3).
 
 Nothing computed here may leave the process: smooth bounds and distances are data-dependent.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Protocol
 
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
@@ -43,6 +51,10 @@ class MonotoneFamily(Protocol):
 
 
 def _check_beta(beta: float) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, Fraction)):
+        raise InvalidPrivacyParameter(
+            "the smoothing parameter beta must be a number", repr(beta), "pass beta as a float derived from epsilon"
+        )
     b = float(beta)
     if not (b > 0 and math.isfinite(b)):
         raise InvalidPrivacyParameter(
@@ -93,22 +105,33 @@ def distance_to_instability(family: MonotoneFamily, *, bound: float, cap: int) -
 
 @dataclass(frozen=True)
 class PersonLevel:
-    """U'_k = U_{C(k+1)-1}: the family for units that own up to C records each."""
+    """The family for units that own up to C records each (see the module docstring).
+
+    ``U'_k = C * U_{C(k+1)-1}`` capped at ``C * G`` (valid for every statistic); with ``direct=True``,
+    ``U'_k = U_{C(k+1)-1}`` capped at ``G``, which the statistic's module must justify.
+    """
 
     family: MonotoneFamily
     max_records_per_unit: int
+    direct: bool = False
 
     def __post_init__(self) -> None:
-        if self.max_records_per_unit < 1:
+        if isinstance(self.max_records_per_unit, bool) or self.max_records_per_unit < 1:
             raise UsageError(
-                "max records per unit must be >= 1", self.max_records_per_unit, "declare the contribution bound C"
+                "max records per unit must be an integer >= 1",
+                self.max_records_per_unit,
+                "declare the contribution bound C",
             )
 
     @property
+    def _factor(self) -> int:
+        return 1 if self.direct else self.max_records_per_unit
+
+    @property
     def cap(self) -> float:
-        """The underlying family's public cap."""
-        return self.family.cap
+        """The unit-level cap: G for direct bounds, C G otherwise."""
+        return self._factor * float(self.family.cap)
 
     def upper(self, k: int) -> float:
-        """U_{C(k+1)-1} of the record-level family."""
-        return self.family.upper(self.max_records_per_unit * (k + 1) - 1)
+        """U'_k from the record-level family."""
+        return self._factor * self.family.upper(self.max_records_per_unit * (k + 1) - 1)

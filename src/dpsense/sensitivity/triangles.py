@@ -1,0 +1,472 @@
+"""Triangle counting under edge-level DP: local, global and smooth sensitivity (ALGORITHMS.md section 7).
+
+Guarantee and adjacency: the vertex set [n] is public and declared; two graphs are neighbours when they
+differ in exactly one vertex pair (one edge added or removed). A release calibrated with
+``triangle_smooth_sensitivity`` protects the presence of any *single edge*. It does not protect a vertex's
+whole neighbourhood (node-level privacy: the global sensitivity is Θ(n²), a different problem) nor a person
+who owns several edges; ``check_edge_privacy_unit`` refuses both.
+
+Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis" (STOC 2007,
+section 3, triangles); Karwa, Raskhodnikova, Smith, Yaroslavtsev, "Private analysis of graph structure"
+(VLDB 2011). Smooth bound through the monotone-family lemma of ALGORITHMS.md 3.2 (``smooth.py``).
+
+Notation: A the adjacency matrix, d_v = deg(v), a_ij = (A²)_ij common neighbours, b_ij = d_i + d_j - 2a_ij -
+2A_ij the vertices adjacent to exactly one of i, j, G = max(n - 2, 0).
+
+* LS(G) = max_{i<j} a_ij: flipping pair ij changes the count by exactly a_ij. GS = n - 2.
+* A^(k)(G) = max_{d(G,H)<=k} LS(H) = max_{i<j} min(a_ij + floor((k + min(k, b_ij))/2), n - 2).
+  Proof: a_ij(H) gains one per vertex w made a common neighbour; an "exactly-one" w costs one edit, a
+  "neither" w two, and edits to different w touch different pairs, so with x + 2y <= k, x <= b_ij and
+  y <= n - 2 - a_ij - b_ij the best is x = min(k, b_ij), y = min(floor((k - x)/2), n - 2 - a_ij - b_ij),
+  which is the formula (and is attained). The family U_k = A^(k) is monotone (a radius-k ball around x lies
+  in the radius-(k+1) ball around any neighbour x'), U_0 = LS and U_k <= G: ``TriangleFamily``.
+
+Sparse evaluation, exact (``TriangleFamily``): g_k(a, b) = min(a + floor((k + min(k, b))/2), G) is
+non-decreasing in a and in b, so U_k is the maximum of g_k over the Pareto frontier of the points
+{(a_ij, b_ij)}. Split the pairs into P, those with A_ij = 1 or a_ij > 0 (the off-diagonal support of A + A²,
+enumerated explicitly), and the *free* pairs (A_ij = 0, a_ij = 0, hence b_ij = d_i + d_j). Only the largest
+free b matters: B = max over free pairs of d_i + d_j. Sort the vertices by degree, descending; for a vertex i
+the best free partner is the first vertex in that order that is neither i nor a P-partner of i (every later
+vertex has no larger degree), found as the first gap of i's sorted blocked positions. B = max_i (d_i + that
+partner's degree); a pair with a_ij = 0 but large b_ij is therefore never missed. The frontier has at most
+max a_ij + 1 <= d_max + 1 points. Cost: O(sum_v d_v²) for A², O((|P| + n) log(|P| + n)) for B and the
+frontier, then O(d_max) per U_k. ``dense_reference_upper`` is the O(n²) reference used in the tests.
+
+Pitfalls: n must be declared, never inferred from the largest vertex id (that would leak whether the last
+vertex has an edge, and the cap n - 2 would move with the data). ``smooth.PersonLevel`` must not wrap this
+family: for a unit owning C edges the unit-level LS can be C times larger than U_{C-1} (the star 0-1, 0-2, 0-3
+on 5 vertices has A^(1) = 1 but adding edges 1-2 and 1-3 adds 2 triangles). Every value computed here is
+data-dependent and must not leave the process: only a noisy release calibrated with the smooth bound may.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from dpsense.core.errors import InternalError, InvalidData, InvalidPrivacyParameter, UnsupportedRequest, UsageError
+from dpsense.sensitivity.smooth import smooth_upper_bound
+
+__all__ = [
+    "EDGE_PRIVACY_UNIT",
+    "TriangleFamily",
+    "UndirectedGraph",
+    "as_graph",
+    "check_edge_privacy_unit",
+    "dense_reference_upper",
+    "triangle_count",
+    "triangle_global_sensitivity",
+    "triangle_local_sensitivity",
+    "triangle_smooth_sensitivity",
+    "triangle_smooth_sensitivity_candidates",
+]
+
+EDGE_PRIVACY_UNIT = "edge"
+DENSE_REFERENCE_MAX_VERTICES = 2048
+
+IntArray: TypeAlias = npt.NDArray[np.int64]
+# scipy ships no type information: a sparse matrix or array is ``Any`` to mypy.
+GraphLike: TypeAlias = "UndirectedGraph | Any"
+
+_WITHHELD = "withheld: private edge data"
+
+
+def check_edge_privacy_unit(unit: str) -> str:
+    """The declared privacy unit, accepted only when it is a single edge.
+
+    Args:
+        unit: the declared unit; only ``"edge"`` (any case) is supported.
+
+    Returns:
+        ``"edge"``.
+
+    Raises:
+        UnsupportedRequest: for any other unit. Node-level privacy (a vertex and all its edges) has global
+            sensitivity Θ(n²) for triangles and needs different algorithms; a person owning several edges
+            is not covered by this family either (see the module docstring).
+
+    """
+    if isinstance(unit, str) and unit.strip().lower() == EDGE_PRIVACY_UNIT:
+        return EDGE_PRIVACY_UNIT
+    if isinstance(unit, str) and unit.strip().lower() in {"node", "vertex", "person", "user"}:
+        fix = (
+            "a unit owning a vertex's edges (node-level, global sensitivity Θ(n²)) or several edges needs a "
+            "different method, e.g. node-private degree-bounded projection; declare privacy_unit='edge' only if "
+            "one edge is the unit"
+        )
+    else:
+        fix = "declare privacy_unit='edge': these bounds protect the presence of one edge on a public vertex set"
+    raise UnsupportedRequest("triangle sensitivities are stated for the edge privacy unit only", unit, fix)
+
+
+def _check_num_vertices(num_vertices: object) -> int:
+    if isinstance(num_vertices, np.integer):
+        num_vertices = int(num_vertices)
+    if isinstance(num_vertices, bool) or not isinstance(num_vertices, int) or num_vertices < 0:
+        raise UsageError(
+            "the public vertex count must be an integer >= 0",
+            num_vertices,
+            "declare n from public knowledge of the vertex set, never from the largest vertex id",
+        )
+    return num_vertices
+
+
+class UndirectedGraph:
+    """A validated simple undirected graph on the public vertex set [n] (canonical symmetric 0/1 CSR).
+
+    Duplicate edges, in either orientation, are merged. The representation never shows the edges: its
+    ``repr`` prints only the public n. Build it with ``UndirectedGraph(edges, num_vertices=n)`` or
+    ``UndirectedGraph.from_adjacency(matrix)``.
+    """
+
+    __slots__ = ("_adjacency", "_num_vertices", "_structure")
+
+    def __init__(self, edges: npt.ArrayLike, *, num_vertices: int) -> None:
+        """Validate an edge list (integer array of shape (m, 2)) on the public vertex set [num_vertices].
+
+        Raises:
+            UsageError: if ``num_vertices`` is not an integer >= 0.
+            InvalidData: if the edges are not an (m, 2) integer array, contain a self loop or a vertex
+                outside [0, n). Messages never contain an edge.
+
+        """
+        n = _check_num_vertices(num_vertices)
+        arr = np.asarray(edges)
+        if arr.size == 0 and (arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 2)):
+            empty = np.zeros(0, dtype=np.int64)
+            self._init(empty, empty, n)
+            return
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise InvalidData(
+                "an edge list must be an array of shape (m, 2)", f"a {arr.ndim}-d array", "pass one (u, v) row per edge"
+            )
+        if arr.dtype.kind not in "iu":
+            raise InvalidData("edge endpoints must be integers", f"dtype {arr.dtype}", "pass vertex ids in [0, n)")
+        if bool(np.any(arr < 0)) or bool(np.any(arr >= n)):
+            raise InvalidData(
+                f"every vertex id must lie in [0, {n})", _WITHHELD, "declare the full public vertex set as num_vertices"
+            )
+        u, v = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
+        if bool(np.any(u == v)):
+            raise InvalidData("a simple graph has no self loops", _WITHHELD, "drop edges (v, v) before the analysis")
+        self._init(np.minimum(u, v), np.maximum(u, v), n)
+
+    def _init(self, lo: IntArray, hi: IntArray, n: int) -> None:
+        rows, cols = np.concatenate([lo, hi]), np.concatenate([hi, lo])
+        adj = sp.csr_array((np.ones(rows.size, dtype=np.int64), (rows, cols)), shape=(n, n))
+        adj.sum_duplicates()
+        adj.data = np.ones(adj.data.size, dtype=np.int64)
+        adj.sort_indices()
+        self._adjacency = adj
+        self._num_vertices = n
+        self._structure: _PairStructure | None = None
+
+    @classmethod
+    def from_adjacency(cls, matrix: Any) -> UndirectedGraph:
+        """Validate a square symmetric 0/1 adjacency matrix (scipy sparse or dense); n is its side.
+
+        Stored duplicates (COO) are merged and explicit zeros ignored.
+
+        Raises:
+            InvalidData: if the matrix is not square, has an entry other than 0/1, a nonzero diagonal (self
+                loop) or is not symmetric. Messages never contain an edge.
+
+        """
+        if sp.issparse(matrix):
+            coo = sp.coo_array(matrix)
+        else:
+            dense = np.asarray(matrix)
+            if dense.ndim != 2:
+                raise InvalidData("an adjacency matrix must be 2-d", f"a {dense.ndim}-d array", "pass an n x n matrix")
+            coo = sp.coo_array(dense)
+        if coo.ndim != 2 or coo.shape[0] != coo.shape[1]:
+            raise InvalidData("an adjacency matrix must be square", f"shape {coo.shape}", "pass an n x n matrix")
+        n = int(coo.shape[0])
+        values = np.asarray(coo.data)
+        if values.dtype.kind not in "biuf":
+            raise InvalidData("adjacency entries must be 0 or 1", f"dtype {values.dtype}", "pass a 0/1 matrix")
+        present = values != 0
+        if not bool(np.all(values[present] == 1)):
+            raise InvalidData("adjacency entries must be 0 or 1", _WITHHELD, "pass the 0/1 pattern of the graph")
+        rows, cols = np.asarray(coo.row, dtype=np.int64)[present], np.asarray(coo.col, dtype=np.int64)[present]
+        if bool(np.any(rows == cols)):
+            raise InvalidData("a simple graph has no self loops", _WITHHELD, "zero the diagonal before the analysis")
+        pattern = sp.csr_array((np.ones(rows.size, dtype=np.int64), (rows, cols)), shape=(n, n))
+        pattern.sum_duplicates()
+        pattern.data = np.ones(pattern.data.size, dtype=np.int64)
+        asymmetry = pattern - pattern.T
+        asymmetry.eliminate_zeros()
+        if asymmetry.nnz:
+            raise InvalidData(
+                "an undirected adjacency matrix must be symmetric", _WITHHELD, "pass A + A.T or an edge list"
+            )
+        graph = cls.__new__(cls)
+        graph._init(np.minimum(rows, cols), np.maximum(rows, cols), n)
+        return graph
+
+    @property
+    def num_vertices(self) -> int:
+        """The public n."""
+        return self._num_vertices
+
+    @property
+    def adjacency(self) -> Any:
+        """A copy of the canonical symmetric 0/1 CSR adjacency (int64). Private data: never release it."""
+        return self._adjacency.copy()
+
+    def __repr__(self) -> str:
+        return f"UndirectedGraph(num_vertices={self._num_vertices}, edges=<private>)"
+
+    def _pairs(self) -> _PairStructure:
+        if self._structure is None:
+            self._structure = _analyse(self._adjacency, self._num_vertices)
+        return self._structure
+
+
+def as_graph(graph: GraphLike) -> UndirectedGraph:
+    """An ``UndirectedGraph`` as is, or a validated one built from a scipy sparse adjacency matrix.
+
+    Raises:
+        UsageError: for a bare edge list or anything else (an edge list needs the public n).
+        InvalidData: from ``UndirectedGraph.from_adjacency``.
+
+    """
+    if isinstance(graph, UndirectedGraph):
+        return graph
+    if sp.issparse(graph):
+        return UndirectedGraph.from_adjacency(graph)
+    raise UsageError(
+        "a graph must be an UndirectedGraph or a scipy sparse adjacency matrix",
+        type(graph).__name__,
+        "wrap an edge list as UndirectedGraph(edges, num_vertices=n) with the public vertex count n",
+    )
+
+
+@dataclass(frozen=True)
+class _PairStructure:
+    """Everything the sensitivities need, computed once per graph (private, data-dependent)."""
+
+    triangles: int
+    max_common: int
+    frontier_a: IntArray  # Pareto frontier of (a_ij, b_ij) over all pairs i < j, a increasing
+    frontier_b: IntArray
+
+
+def _analyse(adj: Any, n: int) -> _PairStructure:
+    empty = np.zeros(0, dtype=np.int64)
+    if n < 2:
+        return _PairStructure(0, 0, empty, empty)
+    deg = np.diff(adj.indptr).astype(np.int64)
+    # Relabel by decreasing degree: a vertex's label is then its position in that order (free-pair search).
+    order = np.argsort(-deg, kind="stable")
+    adj, deg = adj[order][:, order], deg[order]
+    # (A + I)(A + nI) = A² + (n + 1)A + nI: off the diagonal an entry is a_ij + (n + 1)A_ij with a_ij <= n - 2,
+    # and every diagonal entry is stored, so each vertex blocks itself. Canonical CSR: per row, sorted
+    # unique labels of the explicit pairs P.
+    eye = sp.eye_array(n, dtype=np.int64, format="csr")
+    coded = ((adj + eye) @ (adj + eye * n)).tocsr()
+    coded.sum_duplicates()
+    coded.eliminate_zeros()
+    counts = np.diff(coded.indptr).astype(np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), counts)
+    cols = np.asarray(coded.indices, dtype=np.int64)
+    data = np.asarray(coded.data, dtype=np.int64)
+    free_b = _best_free_pair(deg, rows, cols, counts, np.asarray(coded.indptr[:-1], dtype=np.int64), n)
+    upper = cols > rows
+    a, edge = data[upper] % (n + 1), data[upper] // (n + 1)
+    b = deg[rows[upper]] + deg[cols[upper]] - 2 * a - 2 * edge
+    closed = int(a[edge == 1].sum())
+    if closed % 3:
+        raise InternalError("the triangle count from A * A² is not a multiple of 3")
+    best = np.full(int(a.max()) + 1 if a.size else 1, -1, dtype=np.int64)
+    np.maximum.at(best, a, b)
+    best[0] = max(int(best[0]), free_b)
+    after = np.append(np.maximum.accumulate(best[::-1])[::-1][1:], -1)
+    keep = best > after
+    return _PairStructure(closed // 3, int(a.max()) if a.size else 0, np.flatnonzero(keep).astype(np.int64), best[keep])
+
+
+def _best_free_pair(deg: IntArray, rows: IntArray, cols: IntArray, counts: IntArray, starts: IntArray, n: int) -> int:
+    """Max of d_i + d_j over pairs not stored in the canonical CSR (rows, cols); -1 if every pair is stored.
+
+    Labels are sorted by decreasing degree, so i's best free partner is the smallest label missing from its
+    sorted row (self included). Labels in a row are distinct, so that is the first rank where they disagree.
+    """
+    rank = np.arange(cols.size, dtype=np.int64) - starts[rows]
+    first_gap = np.minimum.reduceat(np.where(cols != rank, rank, counts[rows]), starts)
+    found = first_gap < n
+    if not bool(np.any(found)):
+        return -1
+    return int(np.max(deg[found] + deg[first_gap[found]]))
+
+
+def _check_step(k: object) -> int:
+    if isinstance(k, np.integer):
+        k = int(k)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise UsageError("the step k of a monotone family must be an integer >= 0", k, "pass k = 0, 1, 2, ...")
+    return k
+
+
+def _check_beta(beta: float) -> float:
+    try:
+        value = float(beta)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(beta, bool) or not (value > 0 and math.isfinite(value)):
+        raise InvalidPrivacyParameter(
+            "the smoothing parameter beta must be finite and > 0",
+            beta,
+            "derive beta from (epsilon, delta) and the noise family (ALGORITHMS.md 3.3), never from the data",
+        )
+    return value
+
+
+def triangle_count(graph: GraphLike) -> int:
+    """The number of triangles (exact). Private: release only through a DP mechanism."""
+    return as_graph(graph)._pairs().triangles
+
+
+def triangle_local_sensitivity(graph: GraphLike) -> int:
+    """LS(G) = max_{i<j} a_ij, the largest number of common neighbours of a vertex pair (edge adjacency).
+
+    For analysis only: it never calibrates noise on its own. A noise scale read from LS leaks through its
+    size (ALGORITHMS.md 2); calibrate with ``triangle_smooth_sensitivity`` or test it with PTR.
+    """
+    return as_graph(graph)._pairs().max_common
+
+
+def triangle_global_sensitivity(num_vertices: int) -> int:
+    """GS = n - 2 (0 when n < 3) under edge adjacency: one edge ij closes at most n - 2 triangles."""
+    return max(_check_num_vertices(num_vertices) - 2, 0)
+
+
+class TriangleFamily:
+    """U_k = A^(k) = max_{i<j} min(a_ij + floor((k + min(k, b_ij))/2), n - 2): an exact monotone family.
+
+    Implements ``smooth.MonotoneFamily`` for edge adjacency on the public vertex set [n] (NRS07 section 3;
+    Karwa et al. VLDB 2011), with cap G = n - 2 = GS. Evaluated over the Pareto frontier of (a_ij, b_ij),
+    which includes the best pair without common neighbours (proof in the module docstring): O(d_max) per k.
+    Do not wrap it in ``smooth.PersonLevel`` (see the module docstring).
+    """
+
+    __slots__ = ("_cap", "_frontier_a", "_frontier_b")
+
+    def __init__(self, graph: GraphLike) -> None:
+        g = as_graph(graph)
+        pairs = g._pairs()
+        self._cap = triangle_global_sensitivity(g.num_vertices)
+        self._frontier_a = pairs.frontier_a
+        self._frontier_b = pairs.frontier_b
+
+    @property
+    def cap(self) -> float:
+        """G = n - 2, the global sensitivity (public)."""
+        return float(self._cap)
+
+    def upper(self, k: int) -> float:
+        """U_k = A^(k)(G), exact: the largest LS over graphs within k edge flips."""
+        return float(self.upper_exact(k))
+
+    def upper_exact(self, k: int) -> int:
+        """U_k as an integer."""
+        step = _check_step(k)
+        if self._frontier_a.size == 0:
+            return 0
+        # Every pair reaches the cap once floor(k/2) >= G, so larger k change nothing (and cannot overflow).
+        step = min(step, 2 * self._cap)
+        best = int(np.max(self._frontier_a + (step + np.minimum(step, self._frontier_b)) // 2))
+        return min(best, self._cap)
+
+
+def dense_reference_upper(graph: GraphLike, k: int) -> int:
+    """U_k = A^(k) by the O(n²) dense formula over every pair: the reference for tests (n <= 2048).
+
+    Raises:
+        UsageError: if n exceeds ``DENSE_REFERENCE_MAX_VERTICES`` or k is not an integer >= 0.
+
+    """
+    g = as_graph(graph)
+    step, n = _check_step(k), g.num_vertices
+    if n > DENSE_REFERENCE_MAX_VERTICES:
+        raise UsageError(
+            f"the dense reference handles at most {DENSE_REFERENCE_MAX_VERTICES} vertices", n, "use TriangleFamily"
+        )
+    if n < 2:
+        return 0
+    adj = g._adjacency.toarray()
+    common = adj @ adj
+    deg = adj.sum(axis=1)
+    exactly_one = deg[:, None] + deg[None, :] - 2 * common - 2 * adj
+    iu = np.triu_indices(n, k=1)
+    step = min(step, 2 * (n - 2))
+    values = common[iu] + (step + np.minimum(step, exactly_one[iu])) // 2
+    return int(min(int(values.max()), n - 2))
+
+
+def triangle_smooth_sensitivity(
+    graph: GraphLike, *, beta: float, privacy_unit: str, constant_work: int | None = None
+) -> float:
+    """A β-smooth upper bound on the triangle count's local sensitivity, edge-level (S* itself by default).
+
+    S(G) = max_k e^{-kβ} min(n - 2, A^(k)(G)) through ``smooth_upper_bound`` (ALGORITHMS.md 3.2 and 7). With
+    the default early stop this is exactly the smooth sensitivity S*; with ``constant_work=K`` it evaluates K
+    terms and adds the tail e^{-Kβ}(n - 2), still β-smooth. β must come from (ε, δ) and the noise family
+    (ALGORITHMS.md 3.3), never from the data. The result is data-dependent: use it only as a noise scale.
+
+    Args:
+        graph: an ``UndirectedGraph`` or a scipy sparse adjacency matrix on the public vertex set.
+        beta: the smoothing parameter, finite and > 0.
+        privacy_unit: must be ``"edge"``; anything else is refused (see ``check_edge_privacy_unit``).
+        constant_work: optional public number of terms K.
+
+    Raises:
+        UnsupportedRequest: if the privacy unit is not an edge.
+        InvalidPrivacyParameter: if beta is not finite and > 0.
+
+    """
+    check_edge_privacy_unit(privacy_unit)
+    family = TriangleFamily(graph)
+    value = smooth_upper_bound(family, beta=_check_beta(beta), constant_work=constant_work)
+    if not math.isfinite(value):
+        raise InternalError("the triangle smooth bound is not finite")
+    return value
+
+
+def triangle_smooth_sensitivity_candidates(graph: GraphLike, *, beta: float, privacy_unit: str) -> float:
+    """S* = max_k e^{-kβ} A^(k)(G) by a constant candidate set per frontier point: work independent of β.
+
+    The same value as ``triangle_smooth_sensitivity`` without ``constant_work`` (ALGORITHMS.md 7; checked
+    against that loop in the tests). For one point (a, b) with cap G, phi(k) = min(a + floor((k + min(k, b))/2),
+    G) is a + k on [0, b], then a + b + t at k = b + 2t (odd steps repeat a value at a larger k, so never win),
+    and constant from its cap point k_c on. On each piece log phi(k) - kβ is concave, so the maximum lies in
+    {0, b, k_c, the integers around 1/β - a in [0, min(b, k_c)], b + 2t for the integers t around
+    1/(2β) - a - b in [0, (k_c - b)/2]}.
+
+    Raises:
+        UnsupportedRequest: if the privacy unit is not an edge.
+        InvalidPrivacyParameter: if beta is not finite and > 0.
+
+    """
+    check_edge_privacy_unit(privacy_unit)
+    beta = _check_beta(beta)
+    family = TriangleFamily(graph)
+    fa, fb, cap = family._frontier_a, family._frontier_b, family._cap
+    if fa.size == 0 or cap == 0:
+        return 0.0
+    k_cap = np.where(fa + fb >= cap, cap - fa, fb + 2 * (cap - fa - fb))
+    rise_end = np.minimum(fb, k_cap)
+    steps_end = np.maximum((k_cap - fb) // 2, 0)
+    rise, steps = 1.0 / beta - fa, 1.0 / (2.0 * beta) - fa - fb
+    candidates = [np.zeros_like(fa), fb, k_cap]
+    for rounding in (np.floor, np.ceil):
+        candidates.append(np.clip(rounding(rise), 0, rise_end).astype(np.int64))
+        candidates.append(fb + 2 * np.clip(rounding(steps), 0, steps_end).astype(np.int64))
+    k = np.stack(candidates)
+    phi = np.minimum(fa + (k + np.minimum(k, fb)) // 2, cap)
+    return float(np.max(np.exp(-beta * k) * phi))
