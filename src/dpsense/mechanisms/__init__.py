@@ -7,6 +7,7 @@ docstring; all randomness comes from ``dpsense.noise``.
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.gaussian import gaussian
+from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median, inverse_sensitivity_order_statistic
 from dpsense.mechanisms.laplace import laplace
 from dpsense.mechanisms.local import (
     estimate_counts_grr,
@@ -16,12 +17,15 @@ from dpsense.mechanisms.local import (
     optimized_unary_encoding,
     randomized_response,
 )
+from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_with_family
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
 from dpsense.mechanisms.result import Accuracy, MechanismResult
+from dpsense.mechanisms.subsample_aggregate import subsample_and_aggregate
 
 __all__ = [
     "Accuracy",
     "MechanismResult",
+    "Refusal",
     "discrete_gaussian",
     "em_quantile",
     "em_quantiles",
@@ -31,9 +35,14 @@ __all__ = [
     "exponential_mechanism",
     "gaussian",
     "geometric",
+    "inverse_sensitivity_median",
+    "inverse_sensitivity_order_statistic",
     "k_ary_randomized_response",
     "laplace",
     "optimized_unary_encoding",
+    "propose_test_release",
+    "ptr_with_family",
     "randomized_response",
     "report_noisy_max",
+    "subsample_and_aggregate",
 ]

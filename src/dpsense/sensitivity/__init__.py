@@ -10,6 +10,14 @@ exact square and rounds up on conversion.
   sensitivities (ALGORITHMS.md section 1).
 * ``mean``: the private-n mean as a noisy centered sum plus a noisy count, then post-processing.
 * ``contribution``: clipping, random per-unit row bounding and exact summation on arrays.
+
+Beyond global sensitivity (data-dependent; nothing computed by these modules may leave the process):
+
+* ``smooth``: the monotone-family lemma: smooth upper bounds with the tail term, PTR distances,
+  person-level families.
+* ``order_statistics``, ``trimmed_mean``, ``closest_pair``, ``triangles``: exact local
+  sensitivities (analysis only, never used alone to calibrate noise), monotone families and fast
+  smooth sensitivities.
 """
 
 from dpsense.sensitivity.bounds import Bounds, ContributionBound, window_max_rows

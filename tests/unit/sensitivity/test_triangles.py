@@ -290,13 +290,16 @@ def test_node_unit_refusal_names_the_quadratic_global_sensitivity():
         check_edge_privacy_unit("node")
 
 
-def test_person_level_wrapper_is_not_valid_for_triangles():
-    # Why units owning several edges are refused: the star 0-1, 0-2, 0-3 has U_1 = A^(1) = 1, so PersonLevel
-    # with C = 2 claims U'_0 = 1, but adding edges 1-2 and 1-3 (one unit, two edges) adds 2 triangles.
+def test_direct_person_level_wrapper_is_not_valid_for_triangles():
+    # The star 0-1, 0-2, 0-3 has U_1 = A^(1) = 1, so a direct PersonLevel with C = 2 claims U'_0 = 1, but
+    # adding edges 1-2 and 1-3 (one unit, two edges) adds 2 triangles. The general wrapper (factor C) holds.
     star = UndirectedGraph([(0, 1), (0, 2), (0, 3)], num_vertices=5)
-    wrapped = PersonLevel(TriangleFamily(star), max_records_per_unit=2)
+    direct = PersonLevel(TriangleFamily(star), max_records_per_unit=2, direct=True)
+    general = PersonLevel(TriangleFamily(star), max_records_per_unit=2)
     after = UndirectedGraph([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)], num_vertices=5)
-    assert triangle_count(after) - triangle_count(star) == 2 > wrapped.upper(0)
+    change = triangle_count(after) - triangle_count(star)
+    assert change == 2 > direct.upper(0)
+    assert general.upper(0) >= change
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,374 @@
+"""Propose-Test-Release (PTR): a privately tested, data-independent noise scale (ALGORITHMS.md section 5).
+
+**Mechanism** (Dwork-Lei, STOC 2009; Dwork-Roth 2014 section 7.1; Vadhan 2017 section 3). The analyst
+proposes a PUBLIC bound b > 0 on the local sensitivity of f (chosen without looking at the data).
+With gamma a distance to instability for b (contract below) and tau = ln(1/(2 delta)) / epsilon_1::
+
+    noisy = gamma(x) + Lap(1 / epsilon_1)        # dpsense.mechanisms.laplace, sensitivity 1
+    if noisy <= tau: return Refusal              # an answer: it is charged like a release
+    return f(x) + Lap(b / epsilon_2)             # dpsense.mechanisms.laplace, sensitivity b
+
+**Guarantee.** (epsilon_1 + epsilon_2, delta)-DP for one privacy unit under the adjacency for which
+``distance`` satisfies the contract. Proof (ALGORITHMS.md 5): for adjacent x, x', if gamma(x) >= 1 or
+gamma(x') >= 1 then LS(x) <= b or LS(x') <= b, so |f(x) - f(x')| <= b; the test is epsilon_1-DP
+(gamma is 1-Lipschitz) and the release epsilon_2-DP, so the pair satisfies pure
+(epsilon_1 + epsilon_2)-DP. Otherwise gamma(x) = gamma(x') = 0: both datasets are refused with the
+same probability, and both pass with probability p_0 <= delta, so any event's probabilities differ by
+at most delta. Both branches cost ``ApproxDP(epsilon_1 + epsilon_2, delta)``; the cost is reported in
+``MechanismResult.loss`` and in ``Refusal.loss`` alike (DESIGN.md invariant 7).
+
+**Contract for ``distance``** (the caller's responsibility; dpsense cannot check it). ``distance`` is
+any integer-valued gamma_L with, for the adjacency of the release,
+
+  (a) 1-Lipschitz: |gamma_L(x) - gamma_L(x')| <= 1 for adjacent x, x';
+  (b) gamma_L(x) >= 1 implies LS_f(x) <= b (local sensitivity for the SAME adjacency: replace, or add
+      and remove -- not removal only);
+  (c) gamma_L(x) >= 0 (``math.inf`` is accepted and means "no unstable dataset is reachable").
+
+The exact distance to instability gamma_b(x) = min{d(x, y) : LS_f(y) > b} qualifies, and so does
+gamma_L(x) = min{k : U_k(x) > b} for any monotone family of ``dpsense.sensitivity.smooth``
+(``ptr_with_family`` computes it). Capping, min(gamma_L, c) for c >= 1, keeps (a)-(c): distances are
+capped at ``ptr_distance_cap`` (the pass probability moves by at most e^-20 / 2), which keeps the
+arithmetic exact and bounds the work of a scan. For a privacy unit owning C records the distance must
+count unit changes (``dpsense.sensitivity.smooth.PersonLevel``).
+
+**What is NOT offered, on purpose.** The textbook shortcut "count the records whose removal moves f by
+more than b, add Lap(1/epsilon), pass if the count is <= 0.5" is not DP (ALGORITHMS.md 0(d)): that count
+is not 1-Lipschitz, removal-only counting misses additions and replacements, and a threshold of 0.5
+passes unstable data with constant probability. There is no option for it; the tests implement it
+and show its failure.
+
+**Exact threshold.** The test noise is the float-safe Laplace of ``dpsense.mechanisms.laplace``:
+discrete Laplace on the grid g = 2^k with integer scale t steps (public plan), P(N = n) proportional
+to q^|n|, q = e^(-1/t). Data with gamma_L = 0 pass iff N >= j, with probability exactly q^j / (1 + q).
+The integer j is the smallest with q^j / (1 + q) <= delta (computed at 50 digits with a guard), so the
+unstable pass probability is at most delta exactly, not approximately; j g equals tau up to a
+relative 2^-39.
+
+Nothing data-dependent leaves this module: neither the distance nor the noisy distance appears in a
+result, a refusal, an error or ``details``. Errors about ``value`` or ``distance`` depend on the data
+and are raised before any noise is drawn; a caller holding private data treats them as charged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import ROUND_FLOOR, Context, Decimal
+from fractions import Fraction
+from functools import lru_cache
+from numbers import Integral
+from typing import Any
+
+from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParameter, UsageError
+from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, check_delta, check_epsilon
+from dpsense.mechanisms.laplace import laplace, laplace_plan
+from dpsense.mechanisms.result import MechanismResult
+from dpsense.sensitivity.smooth import MonotoneFamily, distance_to_instability
+
+MECHANISM = "ptr/laplace@1"
+#: Extra noise scales above the threshold at which distances are capped (refusal probability e^-20/2).
+CAP_SCALES = 20
+#: Distances and thresholds stay far below 2^53 grid steps so every comparison is exact.
+_MAX_CAP = 1 << 52
+_CTX = Context(prec=50)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A PTR refusal: the stability test failed. It is an answer, and it was charged.
+
+    Attributes:
+        mechanism: the mechanism's name and version.
+        reason: a plain-language reason with public numbers only (never the distance or its noisy value).
+        loss: the privacy loss this answer cost, the same as a release would have cost.
+        guarantee: the guarantee that covers this answer.
+        details: public parameters of the test (bound, epsilons, delta, threshold).
+
+    """
+
+    mechanism: str
+    reason: str
+    loss: PrivacyLoss
+    guarantee: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"refused by {self.mechanism}: {self.reason} (cost {self.loss})"
+
+
+@dataclass(frozen=True)
+class _TestPlan:
+    """The public plan of the stability test for one (epsilon_1, delta)."""
+
+    exponent: int  # grid 2^exponent of the test noise
+    scale_steps: int  # discrete-Laplace scale t in grid steps
+    threshold_steps: int  # pass iff the noisy distance >= threshold_steps grid steps
+    cap: int  # distances are capped here
+
+    @property
+    def threshold(self) -> float:
+        """The threshold in distance units (a multiple of the grid step, exact in float64)."""
+        return math.ldexp(float(self.threshold_steps), self.exponent)
+
+
+def _check_test_delta(delta: NumberLike) -> Fraction:
+    d = check_delta(delta)
+    if not 0 < d < Fraction(1, 2):
+        raise InvalidPrivacyParameter(
+            "PTR needs 0 < delta < 1/2 (the unstable pass probability is delta; tau = ln(1/(2 delta))/epsilon_1)",
+            delta,
+            "pass a small delta, e.g. delta=1e-6 (well below 1/n)",
+        )
+    return d
+
+
+@lru_cache(maxsize=256)
+def _plan(epsilon_test: Fraction, delta: Fraction) -> _TestPlan:
+    k, t = laplace_plan(sensitivity=1, epsilon=epsilon_test)
+    # smallest j >= 1 with q^j/(1+q) <= delta, q = exp(-1/t): j >= t (ln(1/delta) - ln(1+q)).
+    dec_t = Decimal(t)
+    q = _CTX.exp(_CTX.divide(Decimal(-1), dec_t))
+    ln_inv_delta = _CTX.ln(_CTX.divide(Decimal(delta.denominator), Decimal(delta.numerator)))
+    bound = _CTX.multiply(dec_t, _CTX.subtract(ln_inv_delta, _CTX.ln(_CTX.add(Decimal(1), q))))
+    j = max(1, int(_CTX.add(bound, Decimal("1e-20")).to_integral_value(rounding=ROUND_FLOOR)) + 1)
+    threshold = math.ldexp(float(j), k)
+    cap = math.ceil(threshold + CAP_SCALES / float(epsilon_test))
+    # Distances up to the cap are exact floats and snap to fewer than 2^52 grid steps: exact comparisons.
+    if cap >= _MAX_CAP or math.ldexp(float(cap), -k) >= _MAX_CAP:
+        raise InvalidPrivacyParameter(
+            "epsilon_test is too small for an exact PTR test (the threshold exceeds 2^52 noise steps)",
+            str(epsilon_test),
+            "use epsilon_test >= 1e-12 or a larger delta",
+        )
+    return _TestPlan(exponent=k, scale_steps=t, threshold_steps=j, cap=cap)
+
+
+def ptr_distance_cap(epsilon_test: NumberLike, delta: NumberLike) -> int:
+    """The public cap c = ceil(tau + 20 / epsilon_1) for PTR distances, tau the test's exact threshold.
+
+    Capping a valid distance at c >= 1 keeps it valid (ALGORITHMS.md 5) and bounds the work of a scan
+    to c steps; a dataset at distance >= c is refused with probability at most e^-20 / 2.
+
+    Raises:
+        InvalidPrivacyParameter: epsilon_1 not > 0 (or absurdly small), delta not in (0, 1/2).
+
+    """
+    return _plan(check_epsilon(epsilon_test, name="epsilon_test"), _check_test_delta(delta)).cap
+
+
+def _check_bound(proposed_bound: NumberLike) -> Fraction:
+    try:
+        b = to_fraction(proposed_bound, name="proposed_bound")
+    except InvalidPrivacyParameter:
+        raise UsageError(
+            "proposed_bound must be a finite number",
+            proposed_bound,
+            "propose a public bound b > 0 on the local sensitivity, chosen without looking at the data",
+        ) from None
+    if b <= 0:
+        raise UsageError(
+            "proposed_bound must be > 0",
+            proposed_bound,
+            "propose a public bound b > 0 on the local sensitivity, chosen without looking at the data",
+        )
+    return b
+
+
+def _check_clamp(output_clamp: tuple[float, float] | None) -> tuple[float, float] | None:
+    if output_clamp is None:
+        return None
+    try:
+        low, high = (float(v) for v in output_clamp)
+    except (TypeError, ValueError):
+        raise InvalidBounds("output_clamp must be a pair (L, U)", output_clamp, "pass output_clamp=(L, U)") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+        raise InvalidBounds(
+            "output_clamp must be finite with L <= U", output_clamp, "pass public bounds, e.g. output_clamp=(0, 120)"
+        )
+    return low, high
+
+
+def _check_value(value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidData("the value to release must be a real number", type(value).__name__, "pass f(x)") from None
+    if not math.isfinite(v):
+        raise InvalidData(
+            "the value to release must be finite", "a non-finite value", "clip inputs to declared bounds first"
+        )
+    return v
+
+
+def _check_distance(distance: int | float, cap: int) -> int:
+    """The distance capped at ``cap``; refuses non-integers and negatives without echoing the value."""
+    if isinstance(distance, float) and distance == math.inf:
+        return cap
+    if isinstance(distance, bool) or not isinstance(distance, Integral):
+        raise InvalidData(
+            "the PTR distance must be an integer (a distance to instability)",
+            type(distance).__name__,
+            "pass an int gamma_L, e.g. from dpsense.sensitivity.smooth.distance_to_instability",
+        )
+    if int(distance) < 0:
+        raise InvalidData(
+            "the PTR distance must be >= 0",
+            "a negative integer",
+            "pass a distance to instability, which is never negative",
+        )
+    return min(int(distance), cap)
+
+
+@dataclass(frozen=True)
+class _Public:
+    """Everything a PTR answer states that depends on public parameters only."""
+
+    loss: ApproxDP
+    guarantee: str
+    reason: str
+    details: dict[str, Any]
+
+
+@lru_cache(maxsize=256)
+def _public(eps1: Fraction, eps2: Fraction, delta: Fraction, bound: Fraction) -> _Public:
+    plan = _plan(eps1, delta)
+    loss = ApproxDP(eps1 + eps2, delta)
+    guarantee = (
+        f"{loss}-DP for one privacy unit under the adjacency for which the distance is a valid distance to "
+        f"instability for the public bound b = {bound} (1-Lipschitz, >= 1 only if LS <= b): Propose-Test-Release "
+        "(Dwork-Lei 2009; Dwork-Roth 2014 section 7.1; Vadhan 2017 section 3), refusals included"
+    )
+    reason = (
+        f"the data did not pass the stability test for the proposed bound b = {bound}: a noisy distance "
+        f"to instability fell below the public threshold {plan.threshold:.6g}, so no value was released"
+    )
+    details: dict[str, Any] = {
+        "proposed_bound": str(bound),
+        "epsilon_test": str(eps1),
+        "epsilon_release": str(eps2),
+        "delta": str(delta),
+        "threshold": plan.threshold,
+        "threshold_nominal": math.log(1 / (2 * float(delta))) / float(eps1),
+        "distance_cap": plan.cap,
+        "test_noise": f"discrete Laplace on grid 2^{plan.exponent}, scale {plan.scale_steps} steps",
+    }
+    return _Public(loss, guarantee, reason, details)
+
+
+def propose_test_release(
+    value: float,
+    distance: int | float,
+    *,
+    proposed_bound: NumberLike,
+    epsilon_test: NumberLike,
+    epsilon_release: NumberLike,
+    delta: NumberLike,
+    output_clamp: tuple[float, float] | None = None,
+) -> MechanismResult | Refusal:
+    """Release ``value + Lap(b / epsilon_2)`` if a noisy distance to instability passes, else refuse.
+
+    Guarantee: (epsilon_1 + epsilon_2, delta)-DP for one privacy unit under the adjacency for which
+    ``distance`` meets the contract of the module docstring (Dwork-Lei 2009; Dwork-Roth 2014 section 7.1;
+    Vadhan 2017 section 3). The test is ``distance + Lap(1/epsilon_1) > tau``, tau = ln(1/(2 delta)) /
+    epsilon_1 (made exact: see "Exact threshold"). Both outcomes cost ``ApproxDP(epsilon_1 + epsilon_2,
+    delta)``.
+
+    Args:
+        value: the true f(x) (finite); released only if the test passes.
+        distance: a distance to instability gamma_L(x) for ``proposed_bound`` (integer >= 0, or ``math.inf``);
+            values above ``ptr_distance_cap`` are capped.
+        proposed_bound: the public bound b > 0 on the local sensitivity (never computed from the data).
+        epsilon_test: epsilon_1 > 0 of the test.
+        epsilon_release: epsilon_2 > 0 of the release.
+        delta: 0 < delta < 1/2; the probability that a dataset with unstable neighbourhood passes.
+        output_clamp: optional public (L, U) the released value is clamped to (post-processing).
+
+    Returns:
+        A ``MechanismResult`` (value, loss, the release noise's public accuracy) or a ``Refusal``.
+
+    Raises:
+        InvalidPrivacyParameter: epsilons not > 0, delta not in (0, 1/2). UsageError: b not finite and > 0.
+        InvalidBounds: malformed ``output_clamp``. InvalidData: non-finite value, negative or non-integer
+        distance (data-dependent: raised before any noise is drawn; treat as charged).
+
+    """
+    eps1 = check_epsilon(epsilon_test, name="epsilon_test")
+    eps2 = check_epsilon(epsilon_release, name="epsilon_release")
+    d = _check_test_delta(delta)
+    bound = _check_bound(proposed_bound)
+    clamp = _check_clamp(output_clamp)
+    plan = _plan(eps1, d)
+    v = _check_value(value)
+    gamma = _check_distance(distance, plan.cap)
+    public = _public(eps1, eps2, d, bound)
+    noisy = laplace(gamma, sensitivity=1, epsilon=eps1).value
+    if not noisy >= plan.threshold:
+        return Refusal(MECHANISM, public.reason, public.loss, public.guarantee, dict(public.details))
+    release = laplace(v, sensitivity=bound, epsilon=eps2)
+    out = float(release.value)
+    if clamp is not None:
+        out = min(max(out, clamp[0]), clamp[1])
+    return MechanismResult(
+        value=out,
+        loss=public.loss,
+        accuracy=release.accuracy,
+        mechanism=MECHANISM,
+        guarantee=public.guarantee,
+        details={**public.details, "release_noise": release.details, "output_clamp": clamp},
+    )
+
+
+def _float_at_most(bound: Fraction) -> float:
+    """The largest float <= bound (a float above b would certify LS slightly above b)."""
+    as_float = float(bound)
+    return as_float if Fraction(as_float) <= bound else math.nextafter(as_float, -math.inf)
+
+
+def ptr_with_family(
+    value: float,
+    family: MonotoneFamily,
+    *,
+    proposed_bound: NumberLike,
+    epsilon_test: NumberLike,
+    epsilon_release: NumberLike,
+    delta: NumberLike,
+    output_clamp: tuple[float, float] | None = None,
+) -> MechanismResult | Refusal:
+    """PTR with gamma_L(x) = min{k : min(G, U_k(x)) > b}, capped at ``ptr_distance_cap``.
+
+    Guarantee: as ``propose_test_release``: (epsilon_1 + epsilon_2, delta)-DP under the adjacency for
+    which ``family`` is a monotone family (U_0 >= LS and U_k(x) <= U_{k+1}(x') for adjacent x, x';
+    ALGORITHMS.md 3.2 and 5). Such a gamma_L is 1-Lipschitz, >= 0, and >= 1 only if U_0(x) <= b, hence
+    LS(x) <= b. The scan costs at most ``ptr_distance_cap(epsilon_test, delta)`` evaluations of U_k.
+
+    Args:
+        value: the true f(x).
+        family: the monotone family of f for this dataset.
+        proposed_bound: the public bound b > 0.
+        epsilon_test: epsilon_1 > 0.
+        epsilon_release: epsilon_2 > 0.
+        delta: 0 < delta < 1/2.
+        output_clamp: optional public (L, U) for the released value.
+
+    Returns:
+        A ``MechanismResult`` or a ``Refusal``, both charged ``ApproxDP(epsilon_1 + epsilon_2, delta)``.
+
+    """
+    eps1 = check_epsilon(epsilon_test, name="epsilon_test")
+    check_epsilon(epsilon_release, name="epsilon_release")
+    d = _check_test_delta(delta)
+    bound = _check_bound(proposed_bound)
+    _check_clamp(output_clamp)
+    cap = _plan(eps1, d).cap
+    gamma = distance_to_instability(family, bound=_float_at_most(bound), cap=cap)
+    return propose_test_release(
+        value,
+        gamma,
+        proposed_bound=bound,
+        epsilon_test=eps1,
+        epsilon_release=epsilon_release,
+        delta=d,
+        output_clamp=output_clamp,
+    )

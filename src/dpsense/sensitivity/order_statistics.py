@@ -1,0 +1,509 @@
+"""Local and smooth sensitivity of order statistics (median, quantiles) and PTR distances.
+
+Setting (ALGORITHMS.md section 4): values clipped to public bounds [L, U], sorted
+x_(1) <= ... <= x_(n), padded with x_(i) = L for i <= 0 and x_(i) = U for i >= n + 1. The statistic is
+the order statistic of public rank r. The median is rank ``median_rank(n) = (n + 1) // 2``: the middle
+value for odd n and the *lower* middle value n/2 for even n. Never the average of the two middle
+values: the formulas below do not apply to it (ALGORITHMS.md section 4).
+
+**Adjacency.** Every formula here is for *replace* adjacency with n public (NRS07 section 3). Under
+add/remove adjacency dpsense requires a declared public n (``public_n``) and never reads the count
+from the data: ``resize_to_public_n`` maps any multiset to exactly ``public_n`` values (pad alternately
+with L and U, or trim alternately the smallest and the largest). Adding or removing one record moves
+the resized multiset by at most one replacement (proof on ``resize_to_public_n``; checked by brute
+force in the tests), so the replace-adjacency families applied to the resized data are valid under
+add/remove. A unit owning up to C records is handled by ``dpsense.sensitivity.smooth.PersonLevel``.
+
+**Guarantees.**
+
+* ``order_statistic_local_sensitivity`` is the exact LS = A^(0). It never calibrates noise alone
+  (ALGORITHMS.md section 2: the noise magnitude itself would leak).
+* ``OrderStatisticFamily`` is U_k = A^(k) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)), exactly
+  max_{d(x,y)<=k} LS(y) (NRS07; verified by brute force in ALGORITHMS.md and in our tests), capped at
+  G = U - L. It is a monotone family, so ``smooth_upper_bound`` gives S* itself, a beta-smooth upper
+  bound on LS (ALGORITHMS.md 3.2).
+* ``order_statistic_smooth_sensitivity_dc`` is NRS07's O(n log n) divide and conquer for the same S*.
+* ``smooth_order_statistic`` / ``median_smooth_sensitivity`` compute the same S* in O(n) from raw
+  values: only the order statistics within K of r matter, where the early stop happens at
+  K <= ceil(ln(G / S) / beta); they are pulled out with ``np.partition`` around r and the window is
+  grown until the early stop triggers inside it. Beyond the window the family answers "unknown"
+  (infinity, capped to G by ``smooth_upper_bound``), which is the truncated family of ALGORITHMS.md
+  3.2 and hence always a valid smooth bound; growing until the stop happens inside the window makes
+  the result equal, bit for bit, to the loop on the fully sorted data.
+* ``order_statistic_distance`` is gamma_L(x) = min{k : A^(k)(x) > b} (capped), the exact distance to
+  instability for the order statistic, 1-Lipschitz, and gamma >= 1 implies LS <= b (section 5).
+
+**Floating point.** Every difference x_(j) - x_(i) is rounded *upward* (round-to-nearest plus an
+error-free TwoSum correction), so U_k is never below the exact real A^(k), and rounding upward is
+monotone, so the computed U_k still satisfies condition (ii) exactly. Differences of integers (or of
+any exactly representable pairs) are exact.
+
+Nothing computed here may leave the process: values, bounds on LS and distances are data-dependent.
+The running time of the early-stopping computations depends on the data (use ``constant_work`` for a
+public amount of loop work).
+
+Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis",
+STOC 2007 (section 3, median; "Algorithm 1" divide and conquer); ALGORITHMS.md sections 2-5.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import UsageError
+from dpsense.sensitivity._numeric import (
+    BoundsLike,
+    FloatInterval,
+    bounds_interval,
+    check_beta,
+    check_count,
+    clipped_sorted,
+    diff_up,
+    finite_values,
+    max_diff_up,
+    sub_up,
+)
+from dpsense.sensitivity.smooth import PersonLevel, distance_to_instability, smooth_upper_bound
+
+F64 = NDArray[np.float64]
+
+#: D&C sub-problems with at most this many (i, j) pairs are evaluated as one vectorised block.
+_DC_BLOCK = 1 << 12
+#: The first window covers ln(2^64) / beta ranks on each side (G / S up to 1.8e19 needs no growth).
+_WINDOW_LOG_RATIO = 64 * math.log(2)
+_WINDOW_GROWTH = 4
+
+
+# --------------------------------------------------------------------------------------------------
+# Local sensitivity and the monotone family.
+
+
+def median_rank(n: int) -> int:
+    """The rank dpsense calls the median of n values: (n + 1) // 2 (lower median for even n)."""
+    return (check_count(n, name="n", minimum=1) + 1) // 2
+
+
+def _check_rank(rank: object, n: int) -> int:
+    r = check_count(rank, name="rank", minimum=1)
+    if r > n:
+        raise UsageError("rank must lie in 1..n", (rank, n), "choose a rank between 1 and the public n")
+    return r
+
+
+class _PaddedRanks:
+    """U_k = A^(k) read from a padded stretch of order statistics (ranks first .. first + len - 1).
+
+    Ranks <= 0 are L and ranks >= n + 1 are U. When the stretch starts at rank <= 0 (ends at >= n + 1)
+    it is padded on that side; otherwise a rank outside it is *unknown*: ``upper`` then returns
+    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of ALGORITHMS.md 3.2,
+    still monotone -- and records that it happened in ``truncated``.
+    """
+
+    def __init__(self, ext: F64, first: int, n: int, rank: int, cap: float) -> None:
+        self._ext = ext
+        self._first = first
+        self._n = n
+        self._rank = rank
+        self._cap = cap
+        self.truncated = False
+
+    @property
+    def cap(self) -> float:
+        """G = U - L rounded up: the global sensitivity of any order statistic (replace, n public)."""
+        return self._cap
+
+    @property
+    def n(self) -> int:
+        """The public number of values."""
+        return self._n
+
+    @property
+    def rank(self) -> int:
+        """The public rank r."""
+        return self._rank
+
+    @property
+    def value(self) -> float:
+        """The order statistic x_(r) itself (clipped)."""
+        return float(self._ext[self._rank - self._first])
+
+    def _stretch(self, lo_rank: int, hi_rank: int) -> F64 | None:
+        """x_(lo_rank .. hi_rank) with padding, or None when a needed rank is unknown."""
+        size = self._ext.size
+        p0, p1 = lo_rank - self._first, hi_rank - self._first
+        if p0 >= 0 and p1 < size:
+            return self._ext[p0 : p1 + 1]
+        if (p0 < 0 and self._first > 0) or (p1 >= size and self._first + size - 1 < self._n + 1):
+            return None
+        return self._ext[np.clip(np.arange(p0, p1 + 1), 0, size - 1)]
+
+    def upper(self, k: int) -> float:
+        """U_k = A^(k) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)), rounded up; O(k) time."""
+        if k < 0:
+            raise UsageError("k must be >= 0", k, "ask for U_k with k = 0, 1, 2, ...")
+        if k >= self._n:
+            return self._cap  # some j has r+j-k-1 <= 0 and r+j >= n+1: the full width U - L
+        window = self._stretch(self._rank - k - 1, self._rank + k + 1)
+        if window is None:
+            self.truncated = True
+            return math.inf
+        return max_diff_up(window[k + 1 :], window[: k + 2])
+
+
+class OrderStatisticFamily(_PaddedRanks):
+    """The exact monotone family U_k = A^(k) for the order statistic of rank r (replace, n public).
+
+    A^(k)(x) = max_{d(x,y)<=k} LS(y) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)) with pads L, U
+    (NRS07 section 3; ALGORITHMS.md section 4, verified by brute force), capped at G = U - L (the
+    global sensitivity; A^(k) = G for k >= n). ``upper(k)`` costs O(k). Use it with
+    ``smooth_upper_bound`` (S*, beta-smooth), ``distance_to_instability`` (PTR) or ``PersonLevel``
+    (a unit owning C records: exactly C per unit under replace adjacency).
+
+    Args:
+        sorted_values: the n values sorted ascending; they are clipped to the bounds here.
+        rank: the public rank r in 1..n (``median_rank(n)`` for the median).
+        bounds: public clipping bounds [L, U].
+
+    Raises:
+        InvalidData: unsorted or non-finite input (a caller bug; no value is named).
+        InvalidBounds: bad bounds.
+        UsageError: no values (n must be >= 1) or a rank outside 1..n.
+
+    """
+
+    def __init__(self, sorted_values: ArrayLike, rank: int, bounds: BoundsLike) -> None:
+        lo, hi = bounds_interval(bounds)
+        x = clipped_sorted(sorted_values, lo, hi)
+        n = check_count(x.size, name="n (the number of values)", minimum=1)
+        ext = np.concatenate(([lo], x, [hi]))
+        super().__init__(ext, 0, n, _check_rank(rank, n), sub_up(hi, lo))
+
+
+def order_statistic_local_sensitivity(sorted_values: ArrayLike, rank: int, bounds: BoundsLike) -> float:
+    """Exact LS of the rank-r order statistic: max(x_(r) - x_(r-1), x_(r+1) - x_(r)), pads L, U.
+
+    For analysis only: calibrating noise to LS alone is not private (ALGORITHMS.md section 2; the
+    noise magnitude itself leaks). Replace adjacency, n public; rounded upward.
+    """
+    return OrderStatisticFamily(sorted_values, rank, bounds).upper(0)
+
+
+def order_statistic_smooth_sensitivity(
+    sorted_values: ArrayLike, rank: int, bounds: BoundsLike, beta: float, *, constant_work: int | None = None
+) -> float:
+    """S* = max_k e^{-k beta} A^(k): the smooth sensitivity by the early-stopping loop (replace, n public).
+
+    Runs ``smooth_upper_bound`` on ``OrderStatisticFamily`` (tail term included); O(n + K^2) after
+    sorting, K <= ceil(ln(G / S*) / beta). Beta-smooth upper bound on LS (ALGORITHMS.md 3.2, 4).
+    """
+    family = OrderStatisticFamily(sorted_values, rank, bounds)
+    return smooth_upper_bound(family, beta=beta, constant_work=constant_work)
+
+
+def _exp_weights(count: int, beta: float) -> F64:
+    # math.exp, exactly as smooth_upper_bound computes e^{-k beta}, so both paths multiply alike.
+    return np.array([math.exp(-k * beta) for k in range(count)], dtype=np.float64)
+
+
+def order_statistic_smooth_sensitivity_dc(
+    sorted_values: ArrayLike, rank: int, bounds: BoundsLike, beta: float
+) -> float:
+    """S* by NRS07's divide and conquer, O(n log n): max over i <= r <= j, i < j of (x_(j) - x_(i)) e^{-beta(j-i-1)}.
+
+    For i in [0, r] let j*(i) be the largest maximiser over j in [max(r, i + 1), n + 1]; j* is
+    non-decreasing in i (for j' > j the advantage (x_j' - c) w_j' - (x_j - c) w_j grows with c because
+    w_j' <= w_j), so j*(mid) splits the j-range of both halves. Small sub-problems are evaluated as
+    one vectorised block. Replace adjacency, n public; beta-smooth upper bound on LS.
+
+    The pruning relies on an inequality between real numbers; with rounded products it can in rare
+    ties keep a maximiser whose rounded value is a few ulps below the loop's. Tests hold the two
+    within 1e-12 relative; ``order_statistic_smooth_sensitivity`` is the reference.
+    """
+    b = check_beta(beta)
+    family = OrderStatisticFamily(sorted_values, rank, bounds)
+    ext, n, r = family._ext, family.n, family.rank
+    weights = _exp_weights(n + 1, b)
+    best = 0.0
+    stack = [(0, r, r, n + 1)]
+    while stack:
+        ilo, ihi, jlo, jhi = stack.pop()
+        if ilo > ihi:
+            continue
+        if (ihi - ilo + 1) * (jhi - jlo + 1) <= _DC_BLOCK:
+            i = np.arange(ilo, ihi + 1)[:, None]
+            j = np.arange(jlo, jhi + 1)[None, :]
+            lag = np.maximum(j - i - 1, 0)
+            vals = diff_up(ext[j], ext[i]) * weights[lag]
+            vals[np.broadcast_to(j <= i, vals.shape)] = 0.0
+            best = max(best, float(vals.max()))
+            continue
+        mid = (ilo + ihi) // 2
+        start = max(jlo, mid + 1)
+        j = np.arange(start, jhi + 1)
+        diffs = diff_up(ext[j], np.full(j.size, ext[mid]))
+        best = max(best, float((diffs * weights[j - mid - 1]).max()))
+        # Choose j* on log values: e^{-k beta} underflows to 0 far from r, and ties among zeros
+        # would send j* to the end of the range and prune the true maximisers of larger i.
+        with np.errstate(divide="ignore"):
+            keys = np.log(diffs) - b * (j - mid - 1)
+        j_star = start + (keys.size - 1 - int(np.argmax(keys[::-1])))  # ties: the largest j
+        stack.append((ilo, mid - 1, jlo, j_star))
+        stack.append((mid + 1, ihi, j_star, jhi))
+    return best
+
+
+def order_statistic_distance(
+    sorted_values: ArrayLike, rank: int, bounds: BoundsLike, proposed_bound: float, cap: int
+) -> int:
+    """PTR distance gamma(x) = min{k : A^(k)(x) > b}, capped at ``cap`` (ALGORITHMS.md section 5).
+
+    Since A^(k) is exact, this is the true distance to instability min{d(x,y) : LS(y) > b} (capped):
+    1-Lipschitz, >= 0, and gamma >= 1 implies LS(x) <= b. Replace adjacency, n public. Work O(cap^2).
+    """
+    b = float(proposed_bound)
+    if not (b > 0 and math.isfinite(b)):
+        raise UsageError("the proposed bound must be finite and > 0", proposed_bound, "propose a public b > 0")
+    family = OrderStatisticFamily(sorted_values, rank, bounds)
+    return distance_to_instability(family, bound=b, cap=check_count(cap, name="cap", minimum=1))
+
+
+# --------------------------------------------------------------------------------------------------
+# Add/remove adjacency through a declared public n.
+
+
+def _resize_plan(m: int, public_n: int) -> tuple[int, int]:
+    """(low values dropped, low pads added) when m records are resized to ``public_n``."""
+    if m >= public_n:
+        return (m - public_n + 1) // 2, 0
+    return 0, (public_n - m + 1) // 2
+
+
+def resize_to_public_n(values: ArrayLike, *, public_n: int, bounds: BoundsLike) -> F64:
+    """The sorted, clipped values resized to exactly ``public_n`` records, never reading n from the data.
+
+    With m records: if m < n add ceil((n-m)/2) copies of L and floor((n-m)/2) copies of U; if m > n
+    drop the ceil((m-n)/2) smallest and floor((m-n)/2) largest values.
+
+    **Stability (proof).** Adding one record d (m -> m + 1) changes the result by at most one
+    replacement: for m < n one pad (a U when n-m is even, an L when odd) is replaced by d; for m >= n
+    one more value is trimmed on one side, say the smallest, and with D' = D + {d} sorted the kept
+    block D'(a+2 .. a+1+n) differs from D(a+1 .. a+n) by dropping D(a+1) and gaining d or D(a+n+1)
+    (or not at all when d falls below the block); the largest side is symmetric. So add/remove
+    neighbours map to replace neighbours (or to the same multiset) on X^n, and every replace-adjacency
+    smooth bound or PTR distance of f(resize(x)) holds under add/remove adjacency, for the statistic
+    f(resize(x)). A unit adding or removing up to C records moves the result by up to C replacements.
+    """
+    lo, hi = bounds_interval(bounds)
+    n = check_count(public_n, name="public_n", minimum=1)
+    x = np.sort(np.clip(finite_values(values), lo, hi))
+    dropped, pads = _resize_plan(x.size, n)
+    if dropped or x.size >= n:
+        return x[dropped : dropped + n]
+    return np.concatenate((np.full(pads, lo), x, np.full(n - x.size - pads, hi)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Fast path: partition a window around the rank instead of sorting.
+
+
+class _PartialSort:
+    """An array whose positions [lo, hi) hold their sorted values, grown by single-kth partitions."""
+
+    def __init__(self, data: F64) -> None:
+        self.data = data
+        self.lo = self.hi = 0
+
+    def cover(self, lo: int, hi: int) -> None:
+        """Make positions [lo, hi) (clipped to the array) hold sorted values."""
+        lo, hi = max(lo, 0), min(hi, self.data.size)
+        if lo >= hi or (self.lo <= lo and hi <= self.hi):
+            return
+        a = self.data
+        if self.lo == self.hi:  # nothing known yet
+            a.partition(lo)
+            if hi - lo > 1:
+                a[lo:].partition(hi - lo - 1)
+            a[lo:hi].sort()
+            self.lo, self.hi = lo, hi
+            return
+        if lo < self.lo:  # positions < self.lo hold the self.lo smallest values, unsorted
+            a[: self.lo].partition(lo)
+            a[lo : self.lo].sort()
+            self.lo = lo
+        if hi > self.hi:  # positions >= self.hi hold the largest values, unsorted
+            a[self.hi :].partition(hi - self.hi - 1)
+            a[self.hi : hi].sort()
+            self.hi = hi
+
+
+@dataclass(frozen=True)
+class SmoothOrderStatistic:
+    """An order statistic with its smooth sensitivity; both are private (never log or return them raw).
+
+    Attributes:
+        value: x_(rank) of the clipped (and, under add/remove, resized) data.
+        smooth_sensitivity: a beta-smooth upper bound on LS (S* itself unless ``constant_work``).
+        rank: the public rank used.
+        n: the public number of records the statistic is defined on.
+        beta: the smoothing parameter used.
+        adjacency: the adjacency the bound holds for.
+        max_records_per_unit: C, records one privacy unit may own.
+
+    """
+
+    value: float
+    smooth_sensitivity: float
+    rank: int
+    n: int
+    beta: float
+    adjacency: Adjacency
+    max_records_per_unit: int
+
+
+def _resolve_size(count: int, adjacency: Adjacency, public_n: int | None) -> tuple[int, int]:
+    """(public n, shift from resized ranks to data ranks)."""
+    if adjacency is Adjacency.ADD_REMOVE:
+        if public_n is None:
+            raise UsageError(
+                "add/remove adjacency needs a declared public_n (dpsense never reads the count from the data)",
+                None,
+                "declare public_n, e.g. from a previous private count or a public register",
+            )
+        n = check_count(public_n, name="public_n", minimum=1)
+        dropped, pads = _resize_plan(count, n)
+        return n, dropped - pads
+    n = check_count(count, name="n (public under replace adjacency)", minimum=1)
+    if public_n is not None and public_n != n:
+        raise UsageError(
+            "under replace adjacency n is the (public) number of values", (public_n, n), "omit public_n or fix it"
+        )
+    return n, 0
+
+
+def _window_ranks(part: _PartialSort, t0: int, t1: int, n: int, shift: int, lo: float, hi: float) -> F64:
+    """Order statistics of the resized data for ranks t0..t1 (pads included), from the data ranks."""
+    m = part.data.size
+    ranks = np.arange(t0, t1 + 1)
+    data_ranks = ranks + shift
+    inside = (ranks >= 1) & (ranks <= n) & (data_ranks >= 1) & (data_ranks <= m)
+    ext = np.where((ranks >= n + 1) | (data_ranks >= m + 1), hi, lo)
+    if inside.any():
+        d0, d1 = int(data_ranks[inside][0]), int(data_ranks[inside][-1])
+        part.cover(d0 - 1, d1)
+        ext[inside] = part.data[d0 - 1 : d1]
+    return ext
+
+
+def smooth_order_statistic(
+    values: ArrayLike,
+    *,
+    bounds: BoundsLike,
+    beta: float,
+    rank: int | None = None,
+    adjacency: Adjacency | str = Adjacency.REPLACE,
+    public_n: int | None = None,
+    max_records_per_unit: int = 1,
+    constant_work: int | None = None,
+) -> SmoothOrderStatistic:
+    """An order statistic and its smooth sensitivity S*, in O(n) time: no full sort.
+
+    Clips to the bounds, then pulls the order statistics of ranks r - W - 1 .. r + W + 1 out with
+    single-kth ``np.partition`` calls and runs ``smooth_upper_bound`` on the exact family restricted
+    to them (unknown ranks count as G: the truncated family, always valid). If the early stop did not
+    trigger inside the window, W grows fourfold and the loop reruns, so the result equals the loop on
+    fully sorted data. With ``constant_work=K`` exactly K terms plus the tail are evaluated.
+
+    Args:
+        values: raw values (any order); clipped to ``bounds`` here.
+        bounds: public clipping bounds [L, U].
+        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (ALGORITHMS.md 3.3).
+        rank: public rank in 1..n; default ``median_rank(n)`` (lower median for even n).
+        adjacency: REPLACE (n = len(values) is public) or ADD_REMOVE (``public_n`` required; the data
+            are resized to it with ``resize_to_public_n`` semantics).
+        public_n: the declared number of records under add/remove adjacency.
+        max_records_per_unit: C; the bound uses ``PersonLevel`` (under replace every unit must own
+            exactly C records, under add/remove up to C).
+        constant_work: evaluate exactly this many terms (public work) instead of stopping early.
+
+    Returns:
+        The statistic, its beta-smooth upper bound on LS for the declared adjacency and unit, and the
+        public parameters used.
+
+    Raises:
+        InvalidData, InvalidBounds, InvalidPrivacyParameter, UsageError: bad input or declarations.
+
+    """
+    adj = Adjacency.parse(adjacency)
+    b = check_beta(beta)
+    c = check_count(max_records_per_unit, name="max_records_per_unit", minimum=1)
+    lo, hi = bounds_interval(bounds)
+    data = np.clip(finite_values(values), lo, hi)  # a fresh array: partitioned in place below
+    n, shift = _resolve_size(data.size, adj, public_n)
+    r = median_rank(n) if rank is None else _check_rank(rank, n)
+    part = _PartialSort(data)
+    cap = sub_up(hi, lo)
+    if constant_work is None:
+        width = math.ceil(_WINDOW_LOG_RATIO / b)
+    else:
+        width = check_count(constant_work, name="constant_work", minimum=1)
+    width *= c
+    while True:
+        width = min(width, n)
+        t0, t1 = r - width - 1, r + width + 1
+        family = _PaddedRanks(_window_ranks(part, t0, t1, n, shift, lo, hi), t0, n, r, cap)
+        # direct=True: C changed records keep the rank-r value within [x_(r-C), x_(r+C)],
+        # so U_{C-1} = A^(C-1) >= LS_unit (no factor C needed; see dpsense.sensitivity.smooth).
+        wrapped = family if c == 1 else PersonLevel(family, c, direct=True)
+        bound = smooth_upper_bound(wrapped, beta=b, constant_work=constant_work)
+        if not family.truncated or width == n:
+            return SmoothOrderStatistic(family.value, bound, r, n, b, adj, c)
+        width *= _WINDOW_GROWTH
+
+
+def median_smooth_sensitivity(
+    values: ArrayLike,
+    *,
+    bounds: BoundsLike,
+    beta: float,
+    rank: int | None = None,
+    adjacency: Adjacency | str = Adjacency.REPLACE,
+    public_n: int | None = None,
+    max_records_per_unit: int = 1,
+    constant_work: int | None = None,
+) -> float:
+    """The smooth sensitivity S* of the median (or of ``rank``) of raw values; see ``smooth_order_statistic``.
+
+    O(n): clipping plus a few partitions, typically below the cost of one ``np.sort``. The median is
+    rank (n + 1) // 2 (lower median for even n; never the average of the two middle values).
+    """
+    return smooth_order_statistic(
+        values,
+        bounds=bounds,
+        beta=beta,
+        rank=rank,
+        adjacency=adjacency,
+        public_n=public_n,
+        max_records_per_unit=max_records_per_unit,
+        constant_work=constant_work,
+    ).smooth_sensitivity
+
+
+__all__ = [
+    "BoundsLike",
+    "FloatInterval",
+    "OrderStatisticFamily",
+    "SmoothOrderStatistic",
+    "median_rank",
+    "median_smooth_sensitivity",
+    "order_statistic_distance",
+    "order_statistic_local_sensitivity",
+    "order_statistic_smooth_sensitivity",
+    "order_statistic_smooth_sensitivity_dc",
+    "resize_to_public_n",
+    "smooth_order_statistic",
+]
