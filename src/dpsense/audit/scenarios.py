@@ -9,8 +9,8 @@ the audit must flag them (lower bound above the claim); they show the audit has 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray

@@ -229,7 +229,8 @@ def subsample_and_aggregate(
         resolution: public output cells of the aggregator (see ``em_quantile``); the rank error in
             block answers grows like (2/epsilon) ln(resolution), so keep it modest (default 2^10).
         aggregator: ``inverse_sensitivity_median_aggregator`` (default) or ``em_median_aggregator``
-            (the inverse-sensitivity median is better when answers tie); any ``MedianAggregator`` that is epsilon-DP for one changed answer.
+            (the inverse-sensitivity median is better when answers tie); any ``MedianAggregator``
+            that is epsilon-DP for one changed answer.
 
     Returns:
         A ``MechanismResult``: ``value`` the released float in [L, U], ``loss`` the aggregator's (``PureDP(epsilon)``),
