@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python examples/seed_demo.py
+	$(BIN)/python examples/beyond_global.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -29,6 +30,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/noise.py
+	$(BIN)/python benchmarks/smooth_speed.py
+	$(BIN)/python benchmarks/accuracy.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

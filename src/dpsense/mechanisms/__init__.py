@@ -4,6 +4,7 @@ Every mechanism states its guarantee, the adjacency it holds under and its theor
 docstring; all randomness comes from ``dpsense.noise``.
 """
 
+from dpsense.mechanisms.clipped_mean import clipped_mean
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.gaussian import gaussian
@@ -18,14 +19,23 @@ from dpsense.mechanisms.local import (
     randomized_response,
 )
 from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_with_family
+from dpsense.mechanisms.ptr_statistics import ptr_min_distance, ptr_order_statistic, ptr_trimmed_mean
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
 from dpsense.mechanisms.result import Accuracy, MechanismResult
+from dpsense.mechanisms.smooth import (
+    smooth_median,
+    smooth_min_distance,
+    smooth_quantile,
+    smooth_triangle_count,
+    smooth_trimmed_mean,
+)
 from dpsense.mechanisms.subsample_aggregate import subsample_and_aggregate
 
 __all__ = [
     "Accuracy",
     "MechanismResult",
     "Refusal",
+    "clipped_mean",
     "discrete_gaussian",
     "em_quantile",
     "em_quantiles",
@@ -41,8 +51,16 @@ __all__ = [
     "laplace",
     "optimized_unary_encoding",
     "propose_test_release",
+    "ptr_min_distance",
+    "ptr_order_statistic",
+    "ptr_trimmed_mean",
     "ptr_with_family",
     "randomized_response",
     "report_noisy_max",
+    "smooth_median",
+    "smooth_min_distance",
+    "smooth_quantile",
+    "smooth_triangle_count",
+    "smooth_trimmed_mean",
     "subsample_and_aggregate",
 ]
