@@ -1,0 +1,125 @@
+"""The statistic-level smooth-sensitivity releases and PTR instances: wiring, costs, refusals, leaks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsense.core import ZCDP, ApproxDP, PureDP, UnsupportedRequest, UsageError
+from dpsense.mechanisms.ptr import Refusal
+from dpsense.mechanisms.ptr_statistics import ptr_min_distance, ptr_order_statistic, ptr_trimmed_mean
+from dpsense.mechanisms.smooth import (
+    smooth_median,
+    smooth_min_distance,
+    smooth_quantile,
+    smooth_triangle_count,
+    smooth_trimmed_mean,
+)
+from dpsense.sensitivity.triangles import UndirectedGraph
+
+AGES = np.clip(np.round(np.random.default_rng(1).normal(38, 9, 1001)), 0, 120)
+
+
+def _no_private_numbers(result: object, *private: float) -> None:
+    text = repr(result)
+    for value in private:
+        assert repr(float(value)) not in text
+
+
+@pytest.mark.parametrize(
+    ("noise", "kwargs", "loss"),
+    [
+        ("cauchy", {"epsilon": 1}, PureDP(1)),
+        ("student_t", {"epsilon": 1, "noise_options": {"dof": 3}}, PureDP(1)),
+        ("laplace", {"epsilon": 1, "delta": 1e-6}, ApproxDP(1, 1e-6)),
+        ("gaussian", {"epsilon": 1, "delta": 1e-6}, ApproxDP(1, 1e-6)),
+        ("lln", {"rho": 0.5}, ZCDP(0.5)),
+        ("uln", {"rho": 0.5}, ZCDP(0.5)),
+    ],
+)
+def test_smooth_median_every_noise_family(noise: str, kwargs: dict, loss: object) -> None:
+    res = smooth_median(AGES, bounds=(0, 120), noise=noise, adjacency="replace", **kwargs)
+    assert res.loss == loss
+    assert 0 <= res.value <= 120
+    assert res.accuracy is None  # the scale depends on the private smooth bound
+    assert res.details["adjacency"] == "replace"
+
+
+def test_median_is_accurate_where_global_sensitivity_is_useless() -> None:
+    errors = [abs(smooth_median(AGES, bounds=(0, 120), epsilon=1, adjacency="replace").value - 38) for _ in range(200)]
+    assert np.median(errors) < 1.0  # the global Laplace's median error is 120 ln 2 ~ 83
+
+
+def test_add_remove_needs_public_n() -> None:
+    with pytest.raises(UsageError, match="public_n"):
+        smooth_median(AGES, bounds=(0, 120), epsilon=1, adjacency="add_remove")
+    res = smooth_median(AGES, bounds=(0, 120), epsilon=1, adjacency="add_remove", public_n=1000)
+    assert res.details["adjacency"] == "add_remove"
+
+
+def test_quantile_rank_from_public_n() -> None:
+    res = smooth_quantile(AGES, q=0.9, bounds=(0, 120), epsilon=1, adjacency="replace")
+    assert "rank 901" in res.details["statistic"]
+    with pytest.raises(UsageError):
+        smooth_quantile(AGES, q=0.9, rank=3, bounds=(0, 120), epsilon=1, adjacency="replace")
+
+
+def test_laplace_smooth_plan_refused_where_the_delta_condition_fails() -> None:
+    with pytest.raises(UnsupportedRequest):
+        smooth_median(AGES, bounds=(0, 120), noise="laplace", epsilon=3, delta=1e-6, adjacency="replace")
+
+
+def test_trimmed_mean_min_distance_triangles() -> None:
+    tm = smooth_trimmed_mean(AGES, trim=50, bounds=(0, 120), rho=0.5, adjacency="replace")
+    assert tm.loss == ZCDP(0.5) and 0 <= tm.value <= 120
+    pts = np.random.default_rng(2).uniform(0, 1, (60, 2))
+    md = smooth_min_distance(pts, box=(0, 1), epsilon=1, adjacency="replace")
+    assert 0 <= md.value <= md.details["public_cap"]
+    edges = np.random.default_rng(3).integers(0, 200, (600, 2))
+    graph = UndirectedGraph(edges[edges[:, 0] != edges[:, 1]], num_vertices=200)
+    tri = smooth_triangle_count(graph, privacy_unit="edge", epsilon=1, count_bound=1e4)
+    assert 0 <= tri.value <= 1e4
+    with pytest.raises(UnsupportedRequest):
+        smooth_triangle_count(graph, privacy_unit="node", epsilon=1)
+
+
+def test_results_carry_no_true_value_and_no_smooth_bound() -> None:
+    from dpsense.sensitivity.order_statistics import smooth_order_statistic
+
+    res = smooth_median(AGES, bounds=(0, 120), epsilon=1, adjacency="replace")
+    stat = smooth_order_statistic(AGES, bounds=(0, 120), beta=0.5)
+    _no_private_numbers(res, stat.smooth_sensitivity)
+    assert "38.0" not in repr(res.details)
+
+
+def test_ptr_instances_answer_or_refuse_with_cost() -> None:
+    res = ptr_order_statistic(
+        AGES, bounds=(0, 120), proposed_bound=2, epsilon_test=0.5, epsilon_release=0.5, delta=1e-6, adjacency="replace"
+    )
+    assert not isinstance(res, Refusal) and res.loss == ApproxDP(1, 1e-6)
+    refused = ptr_order_statistic(
+        AGES,
+        bounds=(0, 120),
+        proposed_bound=1e-9,
+        epsilon_test=0.5,
+        epsilon_release=0.5,
+        delta=1e-6,
+        adjacency="replace",
+    )
+    assert isinstance(refused, Refusal) and refused.loss == ApproxDP(1, 1e-6)
+    pts = np.random.default_rng(4).uniform(0, 1, (50, 2))
+    collapse = ptr_min_distance(
+        pts, box=(0, 1), proposed_bound=0.001, epsilon_test=0.5, epsilon_release=0.5, delta=1e-6, adjacency="replace"
+    )
+    assert isinstance(collapse, Refusal)  # one replacement can always collapse two points
+    tm = ptr_trimmed_mean(
+        AGES,
+        trim=100,
+        bounds=(0, 120),
+        proposed_bound=1,
+        epsilon_test=0.5,
+        epsilon_release=0.5,
+        delta=1e-6,
+        adjacency="replace",
+    )
+    assert not isinstance(tm, Refusal)
