@@ -17,4 +17,4 @@ def test_readme_example_runs() -> None:
     lines = out.splitlines()
     assert float(lines[0]) == float(lines[0])  # a number
     assert lines[1] == "(ε=0.5)"
-    assert "scale 2" in lines[2] and "5.99146" in lines[2]
+    assert "scale 2" in lines[2] and "5.991" in lines[2]

@@ -4,12 +4,12 @@ Guarantee: pure epsilon-DP under the adjacency (add/remove or replace of one pri
 ``sensitivity`` is the query's global L1 sensitivity (Dwork-Roth Thm 3.6).
 
 What is sampled (never textbook floating-point Laplace, see ``dpsense.noise.grid``): the value is
-snapped to the grid g = 2**k with k = floor(log2(Delta/epsilon)) - 40, chosen from public parameters
+snapped to the grid g = 2**k with k = floor(log2(Delta/epsilon)) - 24, chosen from public parameters
 only; the snapped integer vector has L1 sensitivity Delta_g = floor(Delta/g) + d grid steps; exact
 discrete Laplace noise with integer scale t = ceil(Delta_g/epsilon) is added (CKS20 Alg. 2; the
 geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009, is epsilon-DP for t >= Delta_g/epsilon).
-The resulting effective scale t*g exceeds Delta/epsilon by about g/Delta = 2^-40/epsilon relative
-(negligible unless epsilon is below about 1e-9; it costs accuracy only, never privacy).
+The resulting effective scale t*g exceeds Delta/epsilon by about g/Delta = 2^-24/epsilon relative
+(6e-8/epsilon: negligible unless epsilon is tiny; it costs accuracy only, never privacy).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from dpsense.mechanisms._validate import as_float_values, check_confidence, chec
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact, grid, pool
 
-#: Grid steps per unit of scale: 2**40 steps per Delta/epsilon (as Google's secure-noise library).
-RESOLUTION_BITS = 40
+#: Grid steps per unit of scale: 2**24 steps per Delta/epsilon, so every uniform the exact sampler
+#: draws fits a 32-bit word; the grid step inflates the sensitivity by g/Delta = 2**-24/epsilon.
+RESOLUTION_BITS = 24
 #: Releases of at most this many coordinates draw from the pre-filled pool (constant time).
 POOL_MAX = 64
 VERSION = "laplace/grid@1"

@@ -73,6 +73,11 @@ def words32(n: int) -> NDArray[np.uint32]:
     return np.frombuffer(_active.read(4 * n), dtype=np.uint32)
 
 
+def words16(n: int) -> NDArray[np.uint16]:
+    """``n`` independent uniform 16-bit words."""
+    return np.frombuffer(_active.read(2 * n), dtype=np.uint16)
+
+
 def random_bytes(n: int) -> bytes:
     """``n`` uniform bytes (for secrets such as salts)."""
     return _active.read(n)

@@ -45,21 +45,25 @@ def _bit_length(values: I64) -> I64:
 def uniform_below_scalar(m: int, n: int) -> I64:
     """``n`` independent uniform integers in {0, ..., m-1} for one bound ``1 <= m < 2**62``.
 
-    A w-bit uniform word (w = 32 or 63) is accepted when below the largest multiple of m that fits,
-    ``limit = floor(2**w / m) * m``, and reduced modulo m: exact, with rejection probability below m/2**w.
+    A w-bit uniform word is accepted when below the largest multiple of m that fits,
+    ``limit = floor(2**w / m) * m``, and reduced modulo m: exact, with rejection probability below
+    m/2**w. w = 16 for m <= 2**8, 32 for m <= 2**28, 63 beyond (rejection below 1/256, 1/16, 1/2).
     """
     if not 1 <= m < INT64_SAFE:
         raise InternalError(f"uniform_below_scalar bound out of range: {m.bit_length()} bits")
-    small = m <= 1 << 16
-    limit = ((1 << 32) // m) * m if small else ((1 << 63) // m) * m
+    width = 16 if m <= 1 << 8 else 32 if m <= 1 << 28 else 63
+    limit = ((1 << width) // m) * m
     out = np.empty(n, dtype=np.int64)
     filled = 0
     while filled < n:
         need = n - filled
-        draw = need + 8
-        raw = (
-            entropy.words32(draw).astype(np.int64) if small else (entropy.words(draw) >> np.uint64(1)).astype(np.int64)
-        )
+        draw = need + need // 16 + 8
+        if width == 16:
+            raw = entropy.words16(draw).astype(np.int64)
+        elif width == 32:
+            raw = entropy.words32(draw).astype(np.int64)
+        else:
+            raw = (entropy.words(draw) >> np.uint64(1)).astype(np.int64)
         ok = raw[raw < limit][:need] % m
         out[filled : filled + ok.size] = ok
         filled += ok.size

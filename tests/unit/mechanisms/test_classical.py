@@ -26,11 +26,11 @@ def test_seed_example_from_public_parameters() -> None:
     assert nominal.mean_abs_error == 2
     assert nominal.error_bound == pytest.approx(2 * math.log(20), rel=1e-15)
     assert round(nominal.error_bound, 3) == 5.991
-    # the distribution actually sampled (discrete Laplace on a 2^-39 grid) matches to ~1e-11
+    # the distribution actually sampled (discrete Laplace on a 2^-23 grid) matches to ~1e-7
     assert res.accuracy is not None
-    assert res.accuracy.scale == pytest.approx(2, rel=1e-10)
-    assert res.accuracy.mean_abs_error == pytest.approx(2, rel=1e-10)
-    assert res.accuracy.error_bound == pytest.approx(5.991464547, rel=1e-9)
+    assert res.accuracy.scale == pytest.approx(2, rel=1e-6)
+    assert res.accuracy.mean_abs_error == pytest.approx(2, rel=1e-6)
+    assert res.accuracy.error_bound == pytest.approx(5.991464547, rel=1e-6)
     assert res.loss == PureDP("0.5")
 
 
