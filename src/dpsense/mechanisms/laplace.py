@@ -4,12 +4,13 @@ Guarantee: pure epsilon-DP under the adjacency (add/remove or replace of one pri
 ``sensitivity`` is the query's global L1 sensitivity (Dwork-Roth Thm 3.6).
 
 What is sampled (never textbook floating-point Laplace, see ``dpsense.noise.grid``): the value is
-snapped to the grid g = 2**k with k = floor(log2(Delta/epsilon)) - 24, chosen from public parameters
+snapped to the grid g = 2**k with k = floor(log2(Delta/epsilon)) - 24 - max(0, ceil(log2(1/epsilon))),
+capped at 40 bits, chosen from public parameters
 only; the snapped integer vector has L1 sensitivity Delta_g = floor(Delta/g) + d grid steps; exact
 discrete Laplace noise with integer scale t = ceil(Delta_g/epsilon) is added (CKS20 Alg. 2; the
 geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009, is epsilon-DP for t >= Delta_g/epsilon).
-The resulting effective scale t*g exceeds Delta/epsilon by about g/Delta = 2^-24/epsilon relative
-(6e-8/epsilon: negligible unless epsilon is tiny; it costs accuracy only, never privacy).
+The resulting effective scale t*g exceeds Delta/epsilon by about g/Delta <= 2^-24 relative (2^-40/epsilon
+below epsilon = 2^-16); it costs accuracy only, never privacy.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from dpsense.mechanisms._validate import as_float_values, check_confidence, chec
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact, grid, pool
 
-#: Grid steps per unit of scale: 2**24 steps per Delta/epsilon, so every uniform the exact sampler
-#: draws fits a 32-bit word; the grid step inflates the sensitivity by g/Delta = 2**-24/epsilon.
+#: Grid steps per unit of scale: at least 2**24 steps per Delta/epsilon and at least 2**24 per Delta
+#: (so the grid step inflates the sensitivity by g/Delta <= 2**-24), at most 2**40.
 RESOLUTION_BITS = 24
+MAX_RESOLUTION_BITS = 40
 #: Releases of at most this many coordinates draw from the pre-filled pool (constant time).
 POOL_MAX = 64
 VERSION = "laplace/grid@1"
@@ -39,7 +41,9 @@ def laplace_plan(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int
     """The public noise plan ``(k, t)``: grid 2**k and integer discrete-Laplace scale t (in grid steps)."""
     eps = check_epsilon(epsilon)
     sens = check_sensitivity(sensitivity)
-    k = grid.granularity_exponent(sens / eps, RESOLUTION_BITS)
+    # Small epsilon: the scale is many Deltas, so refine the grid by log2(1/epsilon) more bits.
+    extra = grid.floor_log2(1 / eps) + 1 if eps < 1 else 0
+    k = grid.granularity_exponent(sens / eps, min(MAX_RESOLUTION_BITS, RESOLUTION_BITS + extra))
     sens_units = grid.sensitivity_units_l1(sens, k, dimension)
     return k, ceil(Fraction(sens_units) / eps)
 
