@@ -57,7 +57,7 @@ def test_a_passing_release_carries_the_full_cost_and_public_accuracy() -> None:
     assert isinstance(result, MechanismResult)
     assert result.loss == ApproxDP(1, Fraction(1, 10**6))
     assert result.accuracy is not None
-    assert result.accuracy.scale == pytest.approx(4.0, rel=2.0**-22)  # b / epsilon_2, plus the grid step (2^-24/ε relative)
+    assert result.accuracy.scale == pytest.approx(4.0, rel=2.0**-22)  # b / epsilon_2, plus the grid step
     assert abs(result.value - 10.0) < 80  # Laplace(4): |noise| > 80 has probability e^-20
     assert "Dwork-Lei 2009" in result.guarantee and "Vadhan 2017" in result.guarantee
     assert result.mechanism == ptr.MECHANISM
