@@ -19,7 +19,12 @@ from dpsense.mechanisms.local import (
     randomized_response,
 )
 from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_with_family
-from dpsense.mechanisms.ptr_statistics import ptr_min_distance, ptr_order_statistic, ptr_trimmed_mean
+from dpsense.mechanisms.ptr_statistics import (
+    ptr_min_distance,
+    ptr_order_statistic,
+    ptr_triangle_count,
+    ptr_trimmed_mean,
+)
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
 from dpsense.mechanisms.result import Accuracy, MechanismResult
 from dpsense.mechanisms.smooth import (
@@ -53,6 +58,7 @@ __all__ = [
     "propose_test_release",
     "ptr_min_distance",
     "ptr_order_statistic",
+    "ptr_triangle_count",
     "ptr_trimmed_mean",
     "ptr_with_family",
     "randomized_response",

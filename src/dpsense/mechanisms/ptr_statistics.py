@@ -1,6 +1,6 @@
-"""Propose-Test-Release for order statistics, the trimmed mean and the minimum pairwise distance.
+"""Propose-Test-Release for order statistics, the trimmed mean, the minimum distance and triangle counts.
 
-The statistics of ALGORITHMS.md sections 4-6. Each function builds the statistic's monotone family
+The statistics of ALGORITHMS.md sections 4-7. Each function builds the statistic's monotone family
 (the same one its smooth sensitivity uses) and runs ``ptr_with_family``:
 gamma_L(x) = min{k : min(G, U_k(x)) > b} is 1-Lipschitz and gamma_L >= 1 implies LS(x) <= b, so the
 test is epsilon_test-DP and the whole is (epsilon_test + epsilon_release,
@@ -14,6 +14,8 @@ Adjacency: replace one record with n public, or add/remove one record with a dec
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -25,6 +27,7 @@ from dpsense.mechanisms.result import MechanismResult
 from dpsense.sensitivity._numeric import bounds_interval, clipped_sorted, finite_values
 from dpsense.sensitivity.closest_pair import closest_pair_family, closest_pair_global_sensitivity, min_pairwise_distance
 from dpsense.sensitivity.order_statistics import OrderStatisticFamily, median_rank, resize_to_public_n
+from dpsense.sensitivity.triangles import TriangleFamily, as_graph, check_edge_privacy_unit, triangle_count
 from dpsense.sensitivity.trimmed_mean import TrimmedMeanFamily, trimmed_mean
 
 
@@ -123,4 +126,33 @@ def ptr_min_distance(
         epsilon_release=epsilon_release,
         delta=delta,
         output_clamp=(0.0, cap),
+    )
+
+
+def ptr_triangle_count(
+    graph: object,
+    *,
+    privacy_unit: str,
+    proposed_bound: NumberLike,
+    epsilon_test: NumberLike,
+    epsilon_release: NumberLike,
+    delta: NumberLike,
+    count_bound: float | None = None,
+) -> MechanismResult | Refusal:
+    """PTR for the triangle count under edge adjacency (the family of ALGORITHMS.md section 7).
+
+    Refuses any privacy unit other than an edge. The release is clamped to [0, count_bound] (public;
+    default C(n, 3)).
+    """
+    check_edge_privacy_unit(privacy_unit)
+    g = as_graph(graph)
+    top = float(math.comb(g.num_vertices, 3)) if count_bound is None else float(count_bound)
+    return ptr_with_family(
+        float(triangle_count(g)),
+        TriangleFamily(g),
+        proposed_bound=proposed_bound,
+        epsilon_test=epsilon_test,
+        epsilon_release=epsilon_release,
+        delta=delta,
+        output_clamp=(0.0, top),
     )

@@ -123,3 +123,24 @@ def test_ptr_instances_answer_or_refuse_with_cost() -> None:
         adjacency="replace",
     )
     assert not isinstance(tm, Refusal)
+
+
+def test_ptr_triangle_count_edge_level_only() -> None:
+    from dpsense.mechanisms.ptr_statistics import ptr_triangle_count
+
+    edges = np.random.default_rng(5).integers(0, 300, (900, 2))
+    graph = UndirectedGraph(edges[edges[:, 0] != edges[:, 1]], num_vertices=300)
+    res = ptr_triangle_count(
+        graph,
+        privacy_unit="edge",
+        proposed_bound=80,
+        epsilon_test=0.5,
+        epsilon_release=0.5,
+        delta=1e-6,
+        count_bound=1e4,
+    )
+    assert not isinstance(res, Refusal) and 0 <= res.value <= 1e4
+    with pytest.raises(UnsupportedRequest):
+        ptr_triangle_count(
+            graph, privacy_unit="person", proposed_bound=20, epsilon_test=0.5, epsilon_release=0.5, delta=1e-6
+        )
