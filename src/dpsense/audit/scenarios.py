@@ -132,4 +132,6 @@ def run_audit(scenario: Scenario, *, samples: int, alpha: float = 1e-9) -> Audit
 
 def all_scenarios() -> list[Scenario]:
     """Every registered audit scenario (classical and beyond-global mechanisms, and the controls)."""
-    return classical_scenarios()
+    from dpsense.audit.smooth_scenarios import smooth_scenarios  # here: smooth_scenarios imports this module
+
+    return classical_scenarios() + smooth_scenarios()
