@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dpsense.audit import ptr_laws as ptrl
+from dpsense.audit import smooth_laws as laws
 from dpsense.audit import smooth_scenarios as sc
 from dpsense.audit.scenarios import Scenario, all_scenarios, run_audit
 from dpsense.cli import main
@@ -111,20 +113,20 @@ def _replace_distance(x: Any, y: Any) -> int:
 
 
 PAIRS = [
-    (sc.SEED_X, sc.SEED_Y),
-    (sc.SHIFT_X, sc.SHIFT_Y),
-    (sc.JUMP_X, sc.JUMP_Y),
-    (sc.TRIM_X, sc.TRIM_Y),
-    (sc.TRIM_LLN_X, sc.TRIM_LLN_Y),
-    (sc.FLAT_X, sc.FLAT_Y),
-    (sc.LINE_X, sc.LINE_Y),
-    (sc.POINTS_A, sc.POINTS_A_COLLAPSED),
-    (sc.POINTS_B, sc.POINTS_B_MERGED),
-    (sc.PTR_STABLE, sc.PTR_UNSTABLE),
-    (sc.PTR_UNSTABLE, sc.PTR_FAR),
-    (sc.PTR_TRIM_STABLE, sc.PTR_TRIM_UNSTABLE),
-    (sc.PTR_LINE_STABLE, sc.PTR_LINE_UNSTABLE),
-    (sc.NAIVE_X, sc.NAIVE_Y),
+    (laws.SEED_X, laws.SEED_Y),
+    (laws.SHIFT_X, laws.SHIFT_Y),
+    (laws.JUMP_X, laws.JUMP_Y),
+    (laws.TRIM_X, laws.TRIM_Y),
+    (laws.TRIM_LLN_X, laws.TRIM_LLN_Y),
+    (laws.FLAT_X, laws.FLAT_Y),
+    (laws.LINE_X, laws.LINE_Y),
+    (laws.POINTS_A, laws.POINTS_A_COLLAPSED),
+    (laws.POINTS_B, laws.POINTS_B_MERGED),
+    (ptrl.PTR_STABLE, ptrl.PTR_UNSTABLE),
+    (ptrl.PTR_UNSTABLE, ptrl.PTR_FAR),
+    (ptrl.PTR_TRIM_STABLE, ptrl.PTR_TRIM_UNSTABLE),
+    (ptrl.PTR_LINE_STABLE, ptrl.PTR_LINE_UNSTABLE),
+    (ptrl.NAIVE_X, ptrl.NAIVE_Y),
     (sc.INVERSE_X, sc.INVERSE_Y),
 ]
 
@@ -135,67 +137,67 @@ def test_each_pair_differs_in_one_record(x: Any, y: Any) -> None:
 
 
 def test_the_graphs_differ_in_one_edge() -> None:
-    assert len(set(sc.TRIANGLES_PLUS) ^ set(sc.TRIANGLES)) == 1
+    assert len(set(laws.TRIANGLES_PLUS) ^ set(laws.TRIANGLES)) == 1
 
 
-BETA = sc.CAUCHY.plan.beta_float
+BETA = laws.CAUCHY.plan.beta_float
 
 
-def _fs(stat: sc.SmoothStatistic, data: Any, beta: float = BETA) -> tuple[float, float, float]:
+def _fs(stat: laws.SmoothStatistic, data: Any, beta: float = BETA) -> tuple[float, float, float]:
     return stat.value(data), stat.bound(data, beta), stat.local(data)
 
 
 def test_the_median_pairs_are_extreme() -> None:
-    med = sc.median_statistic(sc.MEDIAN_BOUNDS)
-    (fx, sx, lx), (fy, sy, _) = _fs(med, sc.SEED_X), _fs(med, sc.SEED_Y)
+    med = laws.median_statistic(laws.MEDIAN_BOUNDS)
+    (fx, sx, lx), (fy, sy, _) = _fs(med, laws.SEED_X), _fs(med, laws.SEED_Y)
     assert fx == fy == 0 and lx == 0 and sy / sx == pytest.approx(math.exp(BETA), rel=1e-12)  # pure dilation
-    (fx, sx, lx), (fy, sy, _) = _fs(med, sc.SHIFT_X), _fs(med, sc.SHIFT_Y)
+    (fx, sx, lx), (fy, sy, _) = _fs(med, laws.SHIFT_X), _fs(med, laws.SHIFT_Y)
     assert fy - fx == lx == 30 and sy / sx == pytest.approx(math.exp(BETA), rel=1e-12)  # shift by LS and e^β
-    (fx, sx, _), (fy, sy, _) = _fs(med, sc.JUMP_X), _fs(med, sc.JUMP_Y)
+    (fx, sx, _), (fy, sy, _) = _fs(med, laws.JUMP_X), _fs(med, laws.JUMP_Y)
     assert fx == fy and sy / sx == pytest.approx(math.exp(BETA), rel=1e-12)
-    cut = [sc.truncated_without_tail(med.family(d), BETA, 2) for d in (sc.JUMP_X, sc.JUMP_Y)]
+    cut = [laws.truncated_without_tail(med.family(d), BETA, 2) for d in (laws.JUMP_X, laws.JUMP_Y)]
     assert cut[1] / cut[0] > 40 and cut[0] < sx  # the tail-less loop is far below S*: not smooth
 
 
 def test_the_trimmed_mean_pairs_are_extreme() -> None:
-    trim = sc.trimmed_mean_statistic(sc.TRIM, sc.MEDIAN_BOUNDS)
-    (fx, sx, lx), (fy, sy, _) = _fs(trim, sc.TRIM_X), _fs(trim, sc.TRIM_Y)
+    trim = laws.trimmed_mean_statistic(laws.TRIM, laws.MEDIAN_BOUNDS)
+    (fx, sx, lx), (fy, sy, _) = _fs(trim, laws.TRIM_X), _fs(trim, laws.TRIM_Y)
     assert fy - fx == pytest.approx(lx) and lx == pytest.approx(6) and sy / sx == pytest.approx(math.exp(BETA))
-    beta = sc.LLN.plan.beta_float
-    (fx, sx, _), (fy, sy, _) = _fs(trim, sc.TRIM_LLN_X, beta), _fs(trim, sc.TRIM_LLN_Y, beta)
+    beta = laws.LLN.plan.beta_float
+    (fx, sx, _), (fy, sy, _) = _fs(trim, laws.TRIM_LLN_X, beta), _fs(trim, laws.TRIM_LLN_Y, beta)
     assert fy - fx == pytest.approx(12) and sy / sx == pytest.approx(math.exp(beta))
-    (fx, _, lx), (fy, _, ly) = _fs(trim, sc.FLAT_X), _fs(trim, sc.FLAT_Y)
+    (fx, _, lx), (fy, _, ly) = _fs(trim, laws.FLAT_X), _fs(trim, laws.FLAT_Y)
     assert fx == fy == 50 and lx == 0 < ly
 
 
 def test_the_closest_pair_and_triangle_pairs_are_extreme() -> None:
-    line = sc.min_distance_statistic(sc.LINE_BOX)
-    (fx, sx, _), (fy, sy, _) = _fs(line, sc.LINE_X), _fs(line, sc.LINE_Y)
+    line = laws.min_distance_statistic(laws.LINE_BOX)
+    (fx, sx, _), (fy, sy, _) = _fs(line, laws.LINE_X), _fs(line, laws.LINE_Y)
     assert (fx, fy) == (1, 0) and sx / sy == pytest.approx(math.exp(BETA))
-    plane = sc.min_distance_statistic(sc.UNIT_BOX)
-    (fx, sx, _), (fy, sy, _) = _fs(plane, sc.POINTS_A), _fs(plane, sc.POINTS_A_COLLAPSED)
+    plane = laws.min_distance_statistic(laws.UNIT_BOX)
+    (fx, sx, _), (fy, sy, _) = _fs(plane, laws.POINTS_A), _fs(plane, laws.POINTS_A_COLLAPSED)
     assert fx > 0 == fy and 1.4 < sx / sy < math.exp(BETA)
-    cluster = sc.min_distance_statistic(sc.CLUSTER_BOX)
-    (fx, sx, _), (fy, sy, _) = _fs(cluster, sc.POINTS_B), _fs(cluster, sc.POINTS_B_MERGED)
+    cluster = laws.min_distance_statistic(laws.CLUSTER_BOX)
+    (fx, sx, _), (fy, sy, _) = _fs(cluster, laws.POINTS_B), _fs(cluster, laws.POINTS_B_MERGED)
     assert fx == fy == 0 and sx / sy == pytest.approx(math.exp(BETA)) and sx < 0.003
-    assert sx * 40 < plane.bound(sc.POINTS_A, BETA)  # B's bound is far smaller than A's (ALGORITHMS.md 0(h))
-    graph = sc.triangle_statistic(sc.TRIANGLE_VERTICES)
-    (fx, sx, lx), (fy, sy, _) = _fs(graph, sc.TRIANGLES), _fs(graph, sc.TRIANGLES_PLUS)
+    assert sx * 40 < plane.bound(laws.POINTS_A, BETA)  # B's bound is far smaller than A's (ALGORITHMS.md 0(h))
+    graph = laws.triangle_statistic(laws.TRIANGLE_VERTICES)
+    (fx, sx, lx), (fy, sy, _) = _fs(graph, laws.TRIANGLES), _fs(graph, laws.TRIANGLES_PLUS)
     assert fy - fx == lx == 1 and sy / sx == pytest.approx(math.exp(BETA))
 
 
 def test_the_ptr_pairs_cross_instability_with_a_shift_of_b() -> None:
-    b = sc.PTR.proposed_bound
+    b = ptrl.PTR.proposed_bound
     for stat, x, y in (
-        (sc.ptr_median_statistic(sc.PTR_BOUNDS), sc.PTR_STABLE, sc.PTR_UNSTABLE),
-        (sc.ptr_trimmed_mean_statistic(sc.TRIM, sc.PTR_BOUNDS), sc.PTR_TRIM_STABLE, sc.PTR_TRIM_UNSTABLE),
-        (sc.ptr_min_distance_statistic(sc.PTR_LINE_BOX), sc.PTR_LINE_STABLE, sc.PTR_LINE_UNSTABLE),
+        (ptrl.ptr_median_statistic(ptrl.PTR_BOUNDS), ptrl.PTR_STABLE, ptrl.PTR_UNSTABLE),
+        (ptrl.ptr_trimmed_mean_statistic(laws.TRIM, ptrl.PTR_BOUNDS), ptrl.PTR_TRIM_STABLE, ptrl.PTR_TRIM_UNSTABLE),
+        (ptrl.ptr_min_distance_statistic(ptrl.PTR_LINE_BOX), ptrl.PTR_LINE_STABLE, ptrl.PTR_LINE_UNSTABLE),
     ):
-        assert (stat.distance(x, sc.PTR), stat.distance(y, sc.PTR)) == (1, 0)
+        assert (stat.distance(x, ptrl.PTR), stat.distance(y, ptrl.PTR)) == (1, 0)
         assert abs(stat.value(x) - stat.value(y)) == pytest.approx(b)
-    med = sc.ptr_median_statistic(sc.PTR_BOUNDS)
-    assert med.distance(sc.PTR_FAR, sc.PTR) == 0 and med.value(sc.PTR_FAR) - med.value(sc.PTR_UNSTABLE) == 19
-    assert [sc.naive_removal_count(d, b) for d in (sc.NAIVE_X, sc.NAIVE_Y)] == [0, 3]
+    med = ptrl.ptr_median_statistic(ptrl.PTR_BOUNDS)
+    assert med.distance(ptrl.PTR_FAR, ptrl.PTR) == 0 and med.value(ptrl.PTR_FAR) - med.value(ptrl.PTR_UNSTABLE) == 19
+    assert [ptrl.naive_removal_count(d, b) for d in (ptrl.NAIVE_X, ptrl.NAIVE_Y)] == [0, 3]
 
 
 def test_the_inverse_sensitivity_pair_moves_every_path_length() -> None:
@@ -219,25 +221,25 @@ def _fixed_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(smooth_noise, "standard_noise", lambda plan, n: np.array([next(stream) for _ in range(n)]))
 
 
-SMOOTH_CASES: list[tuple[Callable[[], sc.SmoothStatistic], Any, sc.Noise]] = [
+SMOOTH_CASES: list[tuple[Callable[[], laws.SmoothStatistic], Any, laws.Noise]] = [
     *(
-        (lambda: sc.median_statistic(sc.MEDIAN_BOUNDS), d, noise)
-        for d in (sc.SHIFT_X, sc.SEED_Y)
-        for noise in (sc.CAUCHY, sc.LAPLACE, sc.GAUSSIAN, sc.STUDENT_T, sc.POLYNOMIAL, sc.LLN, sc.ULN)
+        (lambda: laws.median_statistic(laws.MEDIAN_BOUNDS), d, noise)
+        for d in (laws.SHIFT_X, laws.SEED_Y)
+        for noise in (laws.CAUCHY, laws.LAPLACE, laws.GAUSSIAN, laws.STUDENT_T, laws.POLYNOMIAL, laws.LLN, laws.ULN)
     ),
-    (lambda: sc.trimmed_mean_statistic(sc.TRIM, sc.MEDIAN_BOUNDS), sc.TRIM_Y, sc.CAUCHY),
-    (lambda: sc.trimmed_mean_statistic(sc.TRIM, sc.MEDIAN_BOUNDS), sc.TRIM_LLN_X, sc.LLN),
-    (lambda: sc.min_distance_statistic(sc.LINE_BOX), sc.LINE_X, sc.CAUCHY),
-    (lambda: sc.min_distance_statistic(sc.LINE_BOX), sc.LINE_Y, sc.LAPLACE),
-    (lambda: sc.min_distance_statistic(sc.UNIT_BOX), sc.POINTS_A, sc.CAUCHY),
-    (lambda: sc.min_distance_statistic(sc.CLUSTER_BOX), sc.POINTS_B, sc.CAUCHY),
-    (lambda: sc.triangle_statistic(sc.TRIANGLE_VERTICES), sc.TRIANGLES_PLUS, sc.CAUCHY),
+    (lambda: laws.trimmed_mean_statistic(laws.TRIM, laws.MEDIAN_BOUNDS), laws.TRIM_Y, laws.CAUCHY),
+    (lambda: laws.trimmed_mean_statistic(laws.TRIM, laws.MEDIAN_BOUNDS), laws.TRIM_LLN_X, laws.LLN),
+    (lambda: laws.min_distance_statistic(laws.LINE_BOX), laws.LINE_X, laws.CAUCHY),
+    (lambda: laws.min_distance_statistic(laws.LINE_BOX), laws.LINE_Y, laws.LAPLACE),
+    (lambda: laws.min_distance_statistic(laws.UNIT_BOX), laws.POINTS_A, laws.CAUCHY),
+    (lambda: laws.min_distance_statistic(laws.CLUSTER_BOX), laws.POINTS_B, laws.CAUCHY),
+    (lambda: laws.triangle_statistic(laws.TRIANGLE_VERTICES), laws.TRIANGLES_PLUS, laws.CAUCHY),
 ]
 
 
 @pytest.mark.parametrize(("make", "data", "noise"), SMOOTH_CASES)
 def test_the_vectorised_smooth_release_is_the_public_mechanism_bit_for_bit(
-    monkeypatch: pytest.MonkeyPatch, make: Callable[[], sc.SmoothStatistic], data: Any, noise: sc.Noise
+    monkeypatch: pytest.MonkeyPatch, make: Callable[[], laws.SmoothStatistic], data: Any, noise: laws.Noise
 ) -> None:
     stat = make()
     law = stat.law(data, noise)
@@ -262,10 +264,14 @@ class _FixedDiscreteLaplace:
 
 
 def test_the_vectorised_ptr_is_propose_test_release_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
-    setting = sc.PTR
-    stat = sc.ptr_median_statistic(sc.PTR_BOUNDS)
-    value, distance, clamp = stat.value(sc.PTR_STABLE), stat.distance(sc.PTR_STABLE, setting), stat.clamp(sc.PTR_STABLE)
-    threshold = sc.ptr_threshold(setting)
+    setting = ptrl.PTR
+    stat = ptrl.ptr_median_statistic(ptrl.PTR_BOUNDS)
+    value, distance, clamp = (
+        stat.value(ptrl.PTR_STABLE),
+        stat.distance(ptrl.PTR_STABLE, setting),
+        stat.clamp(ptrl.PTR_STABLE),
+    )
+    threshold = ptrl.ptr_threshold(setting)
     k_test, t_test = laplace_plan(sensitivity=1, epsilon=setting.epsilon_test)
     k_rel, t_rel = laplace_plan(sensitivity=setting.proposed_bound, epsilon=setting.epsilon_release)
     # test noise (in grid steps) just below, at and above the pass threshold, and far away
@@ -275,7 +281,7 @@ def test_the_vectorised_ptr_is_propose_test_release_bit_for_bit(monkeypatch: pyt
 
     vector_fake = _FixedDiscreteLaplace(test_draws + release_draws)
     monkeypatch.setattr(exact, "discrete_laplace", vector_fake)
-    vectorised = sc.ptr_draws(value, distance, setting, clamp, len(test_draws), threshold=threshold)
+    vectorised = ptrl.ptr_draws(value, distance, setting, clamp, len(test_draws), threshold=threshold)
 
     public, public_scales = [], []
     for t_draw, r_draw in zip(test_draws, release_draws, strict=True):
