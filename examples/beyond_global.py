@@ -115,7 +115,9 @@ def median_story() -> None:
     print("the trimmed mean estimates a lower, robust centre: its bias is part of its error, and here it loses.")
     cm = clipped_mean(incomes, bounds=(0, 1e6), epsilon=1)
     print(f"private clip (EM over log-spaced bounds, ε/4) + mean:   {show(cm)}  [pure ε, replace]")
-    print(f"   (chosen clip {cm.details['clip_bound']:.0f}, itself a DP output). Incomes fill the domain's tail, so few")
+    print(
+        f"   (chosen clip {cm.details['clip_bound']:.0f}, itself a DP output). Incomes fill the domain's tail, so few"
+    )
     print("   records separate the candidates and the global mean is hard to beat here; with values far below")
     print("   U (the 'heavy' panel data) data-dependent means win 7-50x (benchmarks/accuracy.py).")
 
