@@ -28,8 +28,8 @@ from dpsense.mechanisms._validate import as_float_values, check_confidence, chec
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact, grid, pool
 
-#: Grid steps per unit of scale: at least 2**24 steps per Delta/epsilon and at least 2**24 per Delta
-#: (so the grid step inflates the sensitivity by g/Delta <= 2**-24), at most 2**40.
+#: Grid steps per unit of scale: at least 2**24 steps per Delta/epsilon and at least 2**24 d per Delta
+#: (so snapping d coordinates inflates the sensitivity by d g/Delta <= 2**-23), at most 2**40.
 RESOLUTION_BITS = 24
 MAX_RESOLUTION_BITS = 40
 #: Releases of at most this many coordinates draw from the pre-filled pool (constant time).
@@ -41,8 +41,10 @@ def laplace_plan(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int
     """The public noise plan ``(k, t)``: grid 2**k and integer discrete-Laplace scale t (in grid steps)."""
     eps = check_epsilon(epsilon)
     sens = check_sensitivity(sensitivity)
-    # Small epsilon: the scale is many Deltas, so refine the grid by log2(1/epsilon) more bits.
+    # Small epsilon: the scale is many Deltas, so refine the grid by log2(1/epsilon) more bits; many
+    # coordinates: each adds up to one step to the snapped L1 sensitivity, so refine by log2(d) more.
     extra = grid.floor_log2(1 / eps) + 1 if eps < 1 else 0
+    extra += dimension.bit_length() - 1
     k = grid.granularity_exponent(sens / eps, min(MAX_RESOLUTION_BITS, RESOLUTION_BITS + extra))
     sens_units = grid.sensitivity_units_l1(sens, k, dimension)
     return k, ceil(Fraction(sens_units) / eps)
