@@ -125,7 +125,9 @@ from dpsense.audit.smooth_laws import (
     triangle_statistic,
     trimmed_mean_statistic,
 )
+from dpsense.mechanisms.inverse_family import inverse_sensitivity_with_family
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median
+from dpsense.sensitivity.order_statistics import OrderStatisticFamily, median_rank
 
 # --------------------------------------------------------------------------------------------------
 # The inverse-sensitivity median (a data-dependent output law without a noise scale).
@@ -137,6 +139,35 @@ INVERSE_RESOLUTION = 8
 #: the median from cell 6 to cell 7 and the path length of every cell by one. Exact loss 0.82 (ε = 1).
 INVERSE_X = (0.5, 0.5, 6.5, 7.5, 7.5)
 INVERSE_Y = (0.5, 6.5, 7.5, 7.5, 7.5)
+
+
+def inverse_family_scenarios() -> list[Scenario]:
+    """``inverse_sensitivity_with_family`` with the order-statistic family, on the median shift pair."""
+
+    def draw(data: Sequence[float], n: int) -> F64:
+        x = np.sort(np.asarray(data, dtype=np.float64))
+        family = OrderStatisticFamily(x, median_rank(x.size), MEDIAN_BOUNDS)
+        value = float(x[median_rank(x.size) - 1])
+        return np.asarray(
+            [
+                inverse_sensitivity_with_family(
+                    value, family, output_range=MEDIAN_BOUNDS, epsilon=1, resolution=16
+                ).value
+                for _ in range(n)
+            ],
+            dtype=np.float64,
+        )
+
+    return [
+        Scenario(
+            "inverse_sensitivity_with_family median (end to end)",
+            1.0,
+            0.0,
+            "(50,50,50,70,M,M,M) vs 70->M: every path length moves",
+            pair_sampler(draw, SHIFT_X, SHIFT_Y),
+            slow=True,
+        )
+    ]
 
 
 def inverse_sensitivity_scenarios() -> list[Scenario]:
@@ -395,5 +426,7 @@ def ptr_scenarios() -> list[Scenario]:
 
 def smooth_scenarios() -> list[Scenario]:
     """Every data-dependent mechanism on its adversarial pairs, then the controls (registered in the CLI)."""
-    scenarios = smooth_release_scenarios() + ptr_scenarios() + inverse_sensitivity_scenarios()
+    scenarios = (
+        smooth_release_scenarios() + ptr_scenarios() + inverse_sensitivity_scenarios() + inverse_family_scenarios()
+    )
     return sorted(scenarios + smooth_control_scenarios(), key=lambda s: s.control)  # stable: controls last

@@ -8,6 +8,12 @@ from dpsense.mechanisms.clipped_mean import clipped_mean
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.gaussian import gaussian
+from dpsense.mechanisms.inverse_family import (
+    inverse_sensitivity_min_distance,
+    inverse_sensitivity_triangle_count,
+    inverse_sensitivity_trimmed_mean,
+    inverse_sensitivity_with_family,
+)
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median, inverse_sensitivity_order_statistic
 from dpsense.mechanisms.laplace import laplace
 from dpsense.mechanisms.local import (
@@ -51,7 +57,11 @@ __all__ = [
     "gaussian",
     "geometric",
     "inverse_sensitivity_median",
+    "inverse_sensitivity_min_distance",
     "inverse_sensitivity_order_statistic",
+    "inverse_sensitivity_triangle_count",
+    "inverse_sensitivity_trimmed_mean",
+    "inverse_sensitivity_with_family",
     "k_ary_randomized_response",
     "laplace",
     "optimized_unary_encoding",
