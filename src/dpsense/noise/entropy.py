@@ -2,7 +2,8 @@
 
 This module is the root of all randomness in dpsense. Product code reads words only through
 ``words()``; the source behind it is ``os.urandom`` (getrandom(2) on Linux), read in batches of
-``BATCH_BYTES`` so that small requests do not pay one system call each.
+``BATCH_BYTES`` so that small requests do not pay one system call each. The batch is dropped in a
+forked child (``os.register_at_fork``) so parent and child never share random bytes.
 
 A deterministic source can be installed only through ``dpsense.noise.testing``, which refuses
 unless the process sets ``DPSENSE_ALLOW_TEST_ENTROPY=1``; ``is_test_source_active()`` lets every
@@ -48,8 +49,18 @@ class OsEntropy:
             return out
 
 
+    def _forget(self) -> None:
+        """Drop buffered bytes (called in a forked child, which must never reuse its parent's bytes)."""
+        self._buffer = b""
+        self._lock = threading.Lock()
+
+
 _OS_SOURCE = OsEntropy()
 _active: EntropySource = _OS_SOURCE
+
+# A forked child inherits the parent's buffer: without this it would hand out the very bytes the
+# parent hands out next (identical noise in two processes).
+os.register_at_fork(after_in_child=_OS_SOURCE._forget)
 
 
 def _install(source: EntropySource | None) -> None:

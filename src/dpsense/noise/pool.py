@@ -7,12 +7,14 @@ When a pool runs low it is refilled *after* the values for the current release w
 fixed batch size, so the time of any call is independent of the noise it returned: the refill cost
 depends only on the batch size and on the other (unreleased) values in the batch.
 
-Pools are per process, keyed by the noise family and its exact integer parameters, and thread-safe.
+Pools are per process, keyed by the noise family and its exact integer parameters, and thread-safe;
+a forked child starts with no pools (``os.register_at_fork``), never with a copy of its parent's.
 They hold only noise (never data), and noise that was handed out is removed from the pool.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from fractions import Fraction
@@ -76,3 +78,13 @@ def clear() -> None:
     """Drop every pool (tests use it after installing a deterministic entropy source)."""
     with _registry_lock:
         _pools.clear()
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not release the noise its parent pre-drew (it would repeat the parent's)."""
+    global _registry_lock
+    _pools.clear()
+    _registry_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

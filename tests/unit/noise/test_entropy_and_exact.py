@@ -64,3 +64,25 @@ def test_pool_hands_out_each_value_once() -> None:
     p = pool.NoisePool(draw, batch=8)
     taken = np.concatenate([p.take(3) for _ in range(10)])
     assert np.unique(taken).size == taken.size
+
+
+def test_forked_children_never_share_random_bytes_or_pooled_noise() -> None:
+    import multiprocessing as mp
+
+    from dpsense.mechanisms.laplace import laplace
+
+    entropy.words(1)  # fill the parent's buffer
+    laplace(0.0, sensitivity=1, epsilon=1)  # fill the parent's pool
+    ctx = mp.get_context("fork")
+    with ctx.Pool(2) as workers:
+        children = workers.map(_draw_in_child, range(4))
+    mine = _draw_in_child(0)
+    draws = [mine, *children]
+    assert len({d[0] for d in draws}) == len(draws)  # entropy words all differ
+    assert len({d[1] for d in draws}) == len(draws)  # pooled Laplace releases all differ
+
+
+def _draw_in_child(_: int) -> tuple[int, float]:
+    from dpsense.mechanisms.laplace import laplace
+
+    return int(entropy.words(1)[0]), float(laplace(0.0, sensitivity=1, epsilon=1).value)
