@@ -33,7 +33,10 @@ so numbers move a little between runs of this script):
     public ``ptr_with_family`` + ``TriangleFamily`` (dpsense has no ``ptr_triangle_count``).
   A Refusal is scored as error = the width of the public output range (U-L; G for min_distance; C(n,3)
   for triangles) in the percentiles, and the refusal rate is also reported in its own column.
-* ``em``: ``em_quantile`` (q = 1/2, ε-DP); ``invsens``: ``inverse_sensitivity_median`` (ε-DP). Median only.
+* ``em``: ``em_quantile`` (q = 1/2, ε-DP), median only; ``invsens``: inverse sensitivity (ε-DP):
+  ``inverse_sensitivity_median`` for the median, the family-based mechanism (``dpsense.mechanisms.inverse_family``)
+  for the 5%-trimmed mean (2^16 cells) and the minimum distance (1024 cells on [0, G]); ``invsens_cb`` for
+  triangles needs the public count bound 2^20 (2^16 cells) and, like ``smooth_cauchy_cb``, is information only.
 * ``clip_em`` (mean, composed here from public dpsense mechanisms, ε-DP): ε/2 for an ``em_quantile`` at
   q = 0.99 used as the clipping bound U', then the mean of the values clipped to [L, U'] plus ``laplace``
   with sensitivity (U'-L)/n at ε/2 (replace adjacency, n public), clamped to [L, U'].
@@ -85,6 +88,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _panel import Dataset1D, GraphData, PointSet, build_panel
 from dpsense.core.adjacency import Adjacency
+from dpsense.mechanisms.inverse_family import (
+    inverse_sensitivity_min_distance,
+    inverse_sensitivity_triangle_count,
+    inverse_sensitivity_trimmed_mean,
+)
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median
 from dpsense.mechanisms.laplace import laplace
 from dpsense.mechanisms.ptr import Refusal, ptr_with_family
@@ -112,7 +120,7 @@ SA_BLOCKS = 50
 #: A declared public bound on the triangle count for the informational ``smooth_cauchy_cb`` row only.
 COUNT_BOUND = 2**20
 #: Estimators that need a public fact beyond the spec's (never chosen as a default).
-NOT_ELIGIBLE = frozenset({"smooth_cauchy_cb"})
+NOT_ELIGIBLE = frozenset({"smooth_cauchy_cb", "invsens_cb"})
 
 #: name -> (family, guarantee label, noise_options)
 SMOOTH_FAMILIES: dict[str, tuple[str, str, dict[str, Any] | None]] = {
@@ -266,6 +274,13 @@ def mean_estimators(d: Dataset1D, eps: float) -> dict[str, tuple[str, Release]]:
         return clamp(laplace(clipped_mean, sensitivity=(upper - lo) / n, epsilon=eps / 2).value, lo, upper)
 
     out["clip_em"] = ("ε-DP", clip_em)
+    is_trim = max(1, n // 20)
+    out["invsens"] = (
+        f"ε-DP m={is_trim}",
+        lambda: (
+            inverse_sensitivity_trimmed_mean(x, trim=is_trim, bounds=(lo, hi), epsilon=eps, resolution=1 << 16).value
+        ),
+    )
     ids = np.arange(n)
     out["sa"] = (
         "ε-DP",
@@ -309,6 +324,10 @@ def min_distance_estimators(p: PointSet, eps: float) -> dict[str, tuple[str, Rel
             )
         ),
     )
+    out["invsens"] = (
+        "ε-DP",
+        lambda: inverse_sensitivity_min_distance(pts, box=box, epsilon=eps, adjacency=ADJ, resolution=1024).value,
+    )
     true = min(g, min_pairwise_distance(pts))
     out["global"] = ("ε-DP", lambda: laplace(true, sensitivity=g, epsilon=eps).value)
     out["global_clamped"] = ("ε-DP", lambda: clamp(laplace(true, sensitivity=g, epsilon=eps).value, 0.0, g))
@@ -334,6 +353,14 @@ def triangle_estimators(gd: GraphData, eps: float) -> dict[str, tuple[str, Relea
         lambda: (
             smooth_triangle_count(
                 graph, privacy_unit="edge", noise="cauchy", epsilon=eps, count_bound=COUNT_BOUND
+            ).value
+        ),
+    )
+    out["invsens_cb"] = (
+        "ε-DP cb=2^20",
+        lambda: (
+            inverse_sensitivity_triangle_count(
+                graph, privacy_unit="edge", count_bound=COUNT_BOUND, epsilon=eps, resolution=1 << 16
             ).value
         ),
     )
