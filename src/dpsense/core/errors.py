@@ -9,6 +9,12 @@ Every error dpsense raises on purpose is a ``DPSenseError``::
     |   +-- InvalidBounds              L > U, non-finite clipping bounds
     |   +-- InvalidData                empty input, non-numeric values
     |   +-- UnsupportedRequest         a combination dpsense refuses (names what to do)
+    |   +-- BudgetExhausted            a ledger budget scope cannot cover a request
+    |   +-- UnknownDataset             the ledger has no dataset of that name
+    |   +-- UnknownAnalyst             the ledger has no analyst of that name
+    |   +-- RequestIdConflict          a request id reused for a different request
+    |   +-- LedgerStateError           a lifecycle step not allowed from the charge's state
+    +-- LedgerBusy                 the ledger's lock could not be taken in time (retry later)
     +-- InternalError              a broken invariant: this is a bug, please report it
 
 User errors state the rule, the value that broke it and the fix. They never contain a true
@@ -54,6 +60,52 @@ class InvalidData(UsageError):
 
 class UnsupportedRequest(UsageError):
     """A request dpsense refuses to answer in this form; the message names the alternative."""
+
+
+class BudgetExhausted(UsageError):
+    """A budget scope (total, analyst, query family or period) cannot cover a request.
+
+    ``requested`` and ``remaining`` are exact privacy-loss values (``dpsense.core.privacy_loss``) in
+    the scope's accounting mode; the ledger is unchanged when this is raised.
+    """
+
+    def __init__(self, scope: str, requested: object, remaining: object) -> None:
+        self.scope = scope
+        self.requested = requested
+        self.remaining = remaining
+        super().__init__(
+            f"the {scope} budget cannot cover this request",
+            f"requested {requested}, remaining {remaining}",
+            "request at most the remaining amount, or ask the data steward to raise this budget",
+        )
+
+
+class UnknownDataset(UsageError):
+    """The ledger has no dataset registered under that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            "the dataset must be registered in the ledger first", name, "register it with register_dataset"
+        )
+
+
+class UnknownAnalyst(UsageError):
+    """The ledger has no analyst of that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("the analyst must be added to the ledger first", name, "ask the data steward to add_analyst")
+
+
+class RequestIdConflict(UsageError):
+    """A request id (scoped to its analyst) reused for a request with different parameters."""
+
+
+class LedgerStateError(UsageError):
+    """A lifecycle step (commit, fail, retry) not allowed from the charge's current state."""
+
+
+class LedgerBusy(DPSenseError, RuntimeError):
+    """The ledger's lock was not obtained within its timeout; nothing was charged. Retry later."""
 
 
 class InternalError(DPSenseError, RuntimeError):

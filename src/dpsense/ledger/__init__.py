@@ -1,0 +1,31 @@
+"""Layer 2: the privacy-budget ledger (budgets, reservations, releases, audit chain).
+
+``Ledger.open("sqlite:///ledger.db")`` (embedded default) or ``Ledger.open("postgresql://...")``
+(shared deployments, needs ``dpsense[postgres]``). Both backends behave the same; amounts are exact
+rationals; a charge is atomic and durable before any data is read (DESIGN invariant 4).
+
+Lifecycle (``_states``): ``reserve`` -> run the release -> ``commit`` (store the released value) or
+``fail``. A retry with the same (analyst, request id) returns the stored release, or completes a
+reservation that never committed, never charging twice. A ``cache_key`` (snapshot fingerprint +
+canonical query + bounds + mechanism version, built by the caller) returns the stored release at no
+new cost. The caller stores only released (noised) values; the ledger never sees unnoised ones.
+"""
+
+from dpsense.ledger._audit import AuditReport
+from dpsense.ledger._ledger import Ledger
+from dpsense.ledger._secrets import keyed_fingerprint
+from dpsense.ledger._states import ChargeState
+from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
+
+__all__ = [
+    "AuditReport",
+    "BudgetStatus",
+    "ChargeRecord",
+    "ChargeState",
+    "Ledger",
+    "ReleaseRecord",
+    "Reservation",
+    "Scope",
+    "StoredRelease",
+    "keyed_fingerprint",
+]

@@ -1,0 +1,79 @@
+"""The append-only audit log as a hash chain.
+
+Entry ``n`` stores ``hash_n = sha256(hash_{n-1} + canonical_json(entry_n))`` where ``entry_n`` is
+``{"seq", "at", "event", "payload"}`` and ``hash_0`` is 64 zeros. ``audit_head`` holds the last
+sequence number and hash; appending locks it, so the chain is a total order of ledger writes.
+Editing, deleting or reordering any row (or cutting the tail) breaks a link that ``verify`` finds.
+A writer who rewrites the whole chain *and* the head is not detected by the chain alone: publish
+or store ``AuditReport.head_hash`` elsewhere and pass it back as ``expected_head``.
+
+Payloads hold identifiers, exact amounts and released values' digests, never secrets and never an
+unnoised value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dpsense.ledger._amounts import canonical_json
+from dpsense.ledger._backends import Tx
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of walking the chain: ``ok``, how many entries, and the first broken link if any."""
+
+    ok: bool
+    entries: int
+    head_hash: str
+    first_broken_seq: int | None = None
+    reason: str = ""
+
+
+def entry_hash(prev_hash: str, seq: int, at: str, event: str, payload: str) -> str:
+    """The chained hash of one entry (``payload`` is its canonical JSON text)."""
+    entry = canonical_json({"seq": seq, "at": at, "event": event, "payload": json.loads(payload)})
+    return hashlib.sha256((prev_hash + entry).encode("utf-8")).hexdigest()
+
+
+def append(tx: Tx, *, at: str, event: str, payload: Mapping[str, object]) -> int:
+    """Append one entry inside the caller's write transaction; returns its sequence number."""
+    seq, prev = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1{lock}")[0]
+    seq = int(seq) + 1
+    text = canonical_json(payload)
+    digest = entry_hash(prev, seq, at, event, text)
+    tx.execute(
+        "INSERT INTO audit_log (seq, at, event, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)",
+        (seq, at, event, text, prev, digest),
+    )
+    tx.execute("UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+    return seq
+
+
+def verify(tx: Tx, *, expected_head: str | None = None) -> AuditReport:
+    """Walk the chain from the start; report the first entry whose link does not hold."""
+    head_seq, head_hash = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1")[0]
+    rows = tx.execute("SELECT seq, at, event, payload, prev_hash, hash FROM audit_log ORDER BY seq")
+    prev = GENESIS
+    for count, (seq, at, event, payload, prev_hash, digest) in enumerate(rows, start=1):
+        if int(seq) != count:
+            return AuditReport(False, len(rows), head_hash, count, f"entry {count} is missing (found seq {seq})")
+        if prev_hash != prev:
+            return AuditReport(False, len(rows), head_hash, count, "prev_hash does not match the previous entry")
+        try:
+            recomputed = entry_hash(prev, int(seq), at, event, payload)
+        except ValueError:
+            return AuditReport(False, len(rows), head_hash, count, "payload is not valid JSON")
+        if recomputed != digest:
+            return AuditReport(False, len(rows), head_hash, count, "entry content does not match its hash")
+        prev = digest
+    if int(head_seq) != len(rows) or head_hash != prev:
+        return AuditReport(False, len(rows), head_hash, len(rows) + 1, "the chain head does not match the last entry")
+    if expected_head is not None and expected_head != head_hash:
+        return AuditReport(False, len(rows), head_hash, None, "the chain head differs from the expected head")
+    return AuditReport(True, len(rows), head_hash)

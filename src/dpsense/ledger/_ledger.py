@@ -1,0 +1,498 @@
+"""The ledger: budgets, the reserve -> commit | fail lifecycle, cached releases, the audit chain.
+
+One ``Ledger`` object wraps one backend connection; pass it to whoever releases (it is never a
+global). Every write is one backend transaction: budget rows of the dataset are locked (``BEGIN
+IMMEDIATE`` on SQLite, ``SELECT ... FOR UPDATE`` on PostgreSQL), the check against every applicable
+scope is done in exact arithmetic, the debit, the charge row and the audit entry are written, and
+the transaction commits, all before the caller reads any data. Lock order (budgets, then charge,
+then the audit head) is the same in every write, so writers cannot deadlock.
+
+The state machine is in ``_states``. Bad input is refused before the transaction writes anything:
+the ledger's bytes are unchanged. Refusals (including ``BudgetExhausted``) are not audited, for
+the same reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from dpsense.core.errors import (
+    InvalidData,
+    LedgerStateError,
+    RequestIdConflict,
+    UnknownAnalyst,
+    UsageError,
+)
+from dpsense.core.privacy_loss import PrivacyLoss
+from dpsense.ledger import _audit, _secrets
+from dpsense.ledger._amounts import (
+    Mode,
+    Pair,
+    as_loss,
+    canonical_json,
+    check_positive,
+    frac_text,
+    in_mode,
+    loss_from_json,
+    loss_to_json,
+    mode_of,
+    parse_frac,
+)
+from dpsense.ledger._audit import AuditReport
+from dpsense.ledger._backends import Backend, Row, Tx, open_backend
+from dpsense.ledger._rows import (
+    BUDGET_COLS,
+    CHARGE_COLS,
+    RELEASE_COLS,
+    BudgetRow,
+    cached_release,
+    charge_id_of,
+    charge_payload,
+    debit,
+    release_of_charge,
+    stored,
+)
+from dpsense.ledger._rows import dataset_id as dataset_id_of
+from dpsense.ledger._states import OPEN_STATES, ChargeState, check_transition
+from dpsense.ledger._types import (
+    BudgetStatus,
+    ChargeRecord,
+    ReleaseRecord,
+    Reservation,
+    Scope,
+    StoredRelease,
+    _name,
+)
+
+
+class Ledger:
+    """A persistent, atomic privacy-budget ledger over SQLite or PostgreSQL."""
+
+    def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.time) -> None:
+        self._backend = backend
+        self._clock = clock
+        # Identifies this process's reservations (only the reserving process may refund one).
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}:{id(self)}"
+        # Datasets and analysts are never deleted and ids never change: known ones skip a lookup.
+        self._dataset_ids: dict[str, int] = {}
+        self._analysts: set[str] = set()
+
+    @classmethod
+    def open(cls, url: str, *, clock: Callable[[], float] = time.time) -> Ledger:
+        """Open (and migrate) ``sqlite:///path.db`` or ``postgresql://...``."""
+        return cls(open_backend(url), clock=clock)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._backend.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ steward
+
+    def add_analyst(self, name: str) -> None:
+        """Allow ``name`` to charge (idempotent)."""
+        name = _name(name, "analyst")
+        now = self._clock()
+        with self._backend.write() as tx:
+            if tx.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)):
+                return
+            tx.execute("INSERT INTO analysts (name, created_at) VALUES (?, ?)", (name, now))
+            _audit.append(tx, at=_iso(now), event="add_analyst", payload={"analyst": name})
+
+    def register_dataset(self, name: str, *, budget: PrivacyLoss, fingerprint: str | None = None) -> str:
+        """Register a dataset with its total budget; returns the dataset's ledger name.
+
+        Re-registering a snapshot with the same keyed fingerprint returns the existing dataset (and
+        its budget, unchanged), whatever name is passed (DESIGN invariant 8).
+        """
+        name = _name(name, "dataset")
+        check_positive(budget)
+        mode = mode_of(budget)
+        cap = in_mode(budget, mode)
+        now = self._clock()
+        with self._backend.write() as tx:
+            if fingerprint is not None:
+                rows = tx.execute("SELECT name FROM datasets WHERE fingerprint = ?", (fingerprint,))
+                if rows:
+                    return str(rows[0][0])
+            rows = tx.execute("SELECT fingerprint FROM datasets WHERE name = ?", (name,))
+            if rows:
+                raise UsageError(
+                    "a dataset of that name is registered with a different snapshot",
+                    name,
+                    "register the new snapshot under a new name, or pass the same fingerprint",
+                )
+            dataset_id = tx.execute(
+                "INSERT INTO datasets (name, fingerprint, created_at) VALUES (?, ?, ?) RETURNING id",
+                (name, fingerprint, now),
+            )[0][0]
+            self._insert_budget(tx, int(dataset_id), Scope.total(), mode, cap)
+            _audit.append(
+                tx,
+                at=_iso(now),
+                event="register_dataset",
+                payload={"dataset": name, "fingerprint": fingerprint, "budget": loss_to_json(budget)},
+            )
+        return name
+
+    def set_budget(self, dataset: str, scope: Scope, cap: PrivacyLoss) -> None:
+        """Create or change the cap of a scope (sub-budgets subdivide; the total always applies).
+
+        A new sub-budget starts with nothing spent. A cap below what is already spent, or a change of
+        accounting mode after spending, is refused.
+        """
+        check_positive(cap)
+        mode = mode_of(cap)
+        pair = in_mode(cap, mode)
+        now = self._clock()
+        with self._backend.write() as tx:
+            dataset_id = dataset_id_of(tx, dataset)
+            rows = tx.execute(
+                f"SELECT {BUDGET_COLS} FROM budgets"
+                " WHERE dataset_id = ? AND scope_kind = ? AND scope_value = ?{lock}",
+                (dataset_id, scope.kind, scope.value),
+            )
+            if not rows:
+                self._insert_budget(tx, dataset_id, scope, mode, pair)
+            else:
+                old = BudgetRow(rows[0])
+                if old.mode != mode and old.spent != (Fraction(0), Fraction(0)):
+                    raise UsageError(
+                        "a budget's accounting mode cannot change after spending", str(cap), "keep the mode"
+                    )
+                if old.mode == mode and not (old.spent[0] <= pair[0] and old.spent[1] <= pair[1]):
+                    spent = as_loss(old.spent, mode)
+                    raise UsageError(f"the {scope} cap cannot go below what is spent ({spent})", str(cap), "raise it")
+                tx.execute(
+                    "UPDATE budgets SET mode = ?, cap_a = ?, cap_b = ? WHERE id = ?",
+                    (mode, frac_text(pair[0]), frac_text(pair[1]), old.id),
+                )
+            payload = {"dataset": dataset, "scope": str(scope), "cap": loss_to_json(cap)}
+            _audit.append(tx, at=_iso(now), event="set_budget", payload=payload)
+
+    def fingerprint_key(self) -> bytes:
+        """The secret key for keyed snapshot fingerprints (CSPRNG, created once, never logged)."""
+        now = self._clock()
+        with self._backend.write() as tx:
+            key, created = _secrets.get_or_create(tx, _secrets.FINGERPRINT_KEY, now=now)
+            if created:
+                _audit.append(tx, at=_iso(now), event="secret_created", payload={"name": _secrets.FINGERPRINT_KEY})
+        return key
+
+    def resolve_stale(self, *, older_than_s: float) -> int:
+        """Mark reservations untouched for ``older_than_s`` seconds ABANDONED: they stay charged.
+
+        Returns how many were marked. A retry with the same request id may still complete one.
+        """
+        now = self._clock()
+        with self._backend.write() as tx:
+            rows = tx.execute(
+                "SELECT id FROM charges WHERE state = 'reserved' AND updated_at < ? ORDER BY id{lock}",
+                (now - older_than_s,),
+            )
+            for (charge_id,) in rows:
+                tx.execute("UPDATE charges SET state = 'abandoned', updated_at = ? WHERE id = ?", (now, int(charge_id)))
+                _audit.append(tx, at=_iso(now), event="abandon", payload={"charge": int(charge_id)})
+        return len(rows)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def reserve(
+        self,
+        *,
+        dataset: str,
+        analyst: str,
+        request_id: str,
+        loss: PrivacyLoss,
+        family: str | None = None,
+        cache_key: str | None = None,
+    ) -> Reservation:
+        """Atomically check and debit every scope the request falls in, before any data is read.
+
+        Returns a ``Reservation``; when ``reservation.stored`` is set (a retry of a committed
+        request, or a cache hit on ``cache_key``) the caller returns it and runs nothing.
+
+        Raises:
+            BudgetExhausted: a scope cannot cover ``loss`` (nothing written).
+            UnknownDataset, UnknownAnalyst, RequestIdConflict, InvalidPrivacyParameter,
+            UnsupportedRequest: bad input (nothing written).
+
+        """
+        loss = check_positive(loss)
+        request_id = _name(request_id, "request id")
+        family = None if family is None else _name(family, "query family")
+        cache_key = None if cache_key is None else _name(cache_key, "cache key")
+        loss_text = canonical_json(loss_to_json(loss))
+        now = self._clock()
+        with self._backend.write() as tx:
+            dataset_id = self._dataset_ids.get(dataset) or self._dataset_ids.setdefault(
+                dataset, dataset_id_of(tx, dataset)
+            )
+            if analyst not in self._analysts:
+                if not tx.execute("SELECT 1 FROM analysts WHERE name = ?", (analyst,)):
+                    raise UnknownAnalyst(analyst)
+                self._analysts.add(analyst)
+            budgets = [
+                BudgetRow(row)
+                for row in tx.execute(
+                    f"SELECT {BUDGET_COLS} FROM budgets WHERE dataset_id = ? AND (scope_kind = 'total'"
+                    " OR (scope_kind = 'analyst' AND scope_value = ?) OR (scope_kind = 'family' AND scope_value = ?)"
+                    " OR (scope_kind = 'period' AND period_start <= ? AND period_end > ?)) ORDER BY id{lock}",
+                    (dataset_id, analyst, family or "", int(now), int(now)),
+                )
+            ]
+            base = Reservation(None, dataset, analyst, request_id, loss, ChargeState.RESERVED)
+            existing = tx.execute(
+                f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?", (analyst, request_id)
+            )
+            if existing:
+                return self._retry(tx, existing[0], base, (dataset_id, loss_text, family, cache_key), budgets, now)
+            if cache_key is not None:
+                stored = cached_release(tx, dataset_id, cache_key)
+                if stored is not None:
+                    return _replace(base, charge_id=stored.charge_id, state=ChargeState.COMMITTED, stored=stored)
+            debits = debit(tx, budgets, loss)
+            charge_id = tx.execute(
+                "INSERT INTO charges (dataset_id, analyst, request_id, state, loss, family, cache_key, debits, owner,"
+                " created_at, updated_at) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (dataset_id, analyst, request_id, loss_text, family, cache_key, debits, self._owner, now, now),
+            )[0][0]
+            _audit.append(tx, at=_iso(now), event="reserve", payload=charge_payload(int(charge_id), base, family))
+        return _replace(base, charge_id=int(charge_id))
+
+    def _retry(
+        self,
+        tx: Tx,
+        row: Row,
+        base: Reservation,
+        same: tuple[int, str, str | None, str | None],
+        budgets: list[BudgetRow],
+        now: float,
+    ) -> Reservation:
+        charge_id, state = int(row[0]), ChargeState(row[2])
+        if (int(row[1]), row[3], row[4], row[5]) != same:
+            raise RequestIdConflict(
+                "a request id is reused for a different request (dataset, loss, family or cache key differ)",
+                base.request_id,
+                "use a new request id for a new request",
+            )
+        if state == ChargeState.COMMITTED:
+            return _replace(base, charge_id=charge_id, state=state, stored=release_of_charge(tx, charge_id))
+        if state in OPEN_STATES:
+            return _replace(base, charge_id=charge_id, state=state, resumed=True)
+        if state == ChargeState.FAILED:
+            raise LedgerStateError(
+                "this request failed after reading data; its cost stays spent and it has no stored value",
+                base.request_id,
+                "send a new request with a new request id",
+            )
+        check_transition(state, ChargeState.RESERVED, request_id=base.request_id)
+        debits = debit(tx, budgets, base.loss)
+        tx.execute(
+            "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ? WHERE id = ?",
+            (debits, self._owner, now, charge_id),
+        )
+        _audit.append(tx, at=_iso(now), event="reserve", payload=charge_payload(charge_id, base, row[4]))
+        return _replace(base, charge_id=charge_id)
+
+    def commit(self, reservation: Reservation, record: ReleaseRecord) -> StoredRelease:
+        """Store the release of a reserved charge; exactly one completion wins.
+
+        When the charge is already committed (a concurrent retry won), the stored release is
+        returned and ``record`` is discarded: a value never leaves twice with different noise.
+        """
+        if reservation.stored is not None:
+            return reservation.stored
+        charge_id = charge_id_of(reservation)
+        try:
+            value_json = canonical_json(record.value)
+            params_json = canonical_json(record.parameters)
+        except (TypeError, ValueError):
+            raise InvalidData(
+                "a release value and its parameters must be finite JSON values",
+                type(record.value).__name__,
+                "pass numbers, strings, lists and dicts without NaN or infinities",
+            ) from None
+        now = self._clock()
+        with self._backend.write() as tx:
+            row = tx.execute("SELECT state, dataset_id, cache_key FROM charges WHERE id = ?{lock}", (charge_id,))
+            state = ChargeState(row[0][0])
+            if state == ChargeState.COMMITTED:
+                return release_of_charge(tx, charge_id)
+            check_transition(state, ChargeState.COMMITTED, request_id=reservation.request_id)
+            release_id = tx.execute(
+                "INSERT INTO releases (charge_id, dataset_id, cache_key, value_json, mechanism, mechanism_version,"
+                " parameters_json, privacy_unit, adjacency, code_version, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    charge_id,
+                    row[0][1],
+                    row[0][2],
+                    value_json,
+                    record.mechanism,
+                    record.mechanism_version,
+                    params_json,
+                    record.privacy_unit,
+                    record.adjacency,
+                    record.code_version,
+                    now,
+                ),
+            )[0][0]
+            tx.execute("UPDATE charges SET state = 'committed', updated_at = ? WHERE id = ?", (now, charge_id))
+            payload = {
+                "charge": charge_id,
+                "release": int(release_id),
+                "value_sha256": hashlib.sha256(value_json.encode("utf-8")).hexdigest(),
+                "mechanism": record.mechanism,
+                "mechanism_version": record.mechanism_version,
+                "code_version": record.code_version,
+            }
+            _audit.append(tx, at=_iso(now), event="commit", payload=payload)
+        return StoredRelease(
+            int(release_id),
+            charge_id,
+            reservation.dataset,
+            row[0][2],
+            json.loads(value_json),
+            record.mechanism,
+            record.mechanism_version,
+            json.loads(params_json),
+            record.privacy_unit,
+            record.adjacency,
+            record.code_version,
+        )
+
+    def fail(self, reservation: Reservation, *, data_accessed: bool) -> None:
+        """End a reservation without a release.
+
+        ``data_accessed=False`` refunds every debited scope, but only for the process that reserved
+        and only from RESERVED (a resumed or abandoned reservation may have read data elsewhere).
+        ``data_accessed=True`` keeps the charge spent (state FAILED).
+        """
+        charge_id = charge_id_of(reservation)
+        now = self._clock()
+        with self._backend.write() as tx:
+            dataset_id = dataset_id_of(tx, reservation.dataset)
+            tx.execute("SELECT id FROM budgets WHERE dataset_id = ? ORDER BY id{lock}", (dataset_id,))
+            row = tx.execute(f"SELECT {CHARGE_COLS} FROM charges WHERE id = ?{{lock}}", (charge_id,))[0]
+            state = ChargeState(row[2])
+            if data_accessed:
+                check_transition(state, ChargeState.FAILED, request_id=reservation.request_id)
+                tx.execute("UPDATE charges SET state = 'failed', updated_at = ? WHERE id = ?", (now, charge_id))
+                _audit.append(tx, at=_iso(now), event="fail", payload={"charge": charge_id, "refunded": False})
+                return
+            check_transition(state, ChargeState.REFUNDED, request_id=reservation.request_id)
+            if row[7] != self._owner or reservation.resumed:
+                raise LedgerStateError(
+                    "only the process that reserved a charge may refund it",
+                    reservation.request_id,
+                    "call fail(..., data_accessed=True): the earlier attempt may have read data",
+                )
+            for budget_id, a, b in json.loads(row[6]):
+                spent = tx.execute("SELECT spent_a, spent_b FROM budgets WHERE id = ?", (budget_id,))[0]
+                tx.execute(
+                    "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?",
+                    (
+                        frac_text(parse_frac(spent[0]) - parse_frac(a)),
+                        frac_text(parse_frac(spent[1]) - parse_frac(b)),
+                        budget_id,
+                    ),
+                )
+            tx.execute("UPDATE charges SET state = 'refunded', updated_at = ? WHERE id = ?", (now, charge_id))
+            _audit.append(tx, at=_iso(now), event="fail", payload={"charge": charge_id, "refunded": True})
+
+    # ------------------------------------------------------------------ reads
+
+    def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
+        """Cap, spend and remainder of one scope (the total by default), exact."""
+        scope = scope or Scope.total()
+        with self._backend.read() as tx:
+            dataset_id = dataset_id_of(tx, dataset)
+            rows = tx.execute(
+                f"SELECT {BUDGET_COLS} FROM budgets WHERE dataset_id = ? AND scope_kind = ? AND scope_value = ?",
+                (dataset_id, scope.kind, scope.value),
+            )
+        if not rows:
+            raise UsageError("the dataset has no budget for this scope", str(scope), "set one with set_budget")
+        b = BudgetRow(rows[0])
+        remaining = (b.cap[0] - b.spent[0], b.cap[1] - b.spent[1])
+        mode = b.mode
+        return BudgetStatus(
+            dataset, b.scope, mode, as_loss(b.cap, mode), as_loss(b.spent, mode), as_loss(remaining, mode)
+        )
+
+    def charges(self, dataset: str) -> list[ChargeRecord]:
+        """Every charge of a dataset, oldest first."""
+        with self._backend.read() as tx:
+            dataset_id = dataset_id_of(tx, dataset)
+            rows = tx.execute(
+                "SELECT id, analyst, request_id, state, loss, family, cache_key FROM charges WHERE dataset_id = ?"
+                " ORDER BY id",
+                (dataset_id,),
+            )
+        return [
+            ChargeRecord(
+                int(r[0]), dataset, r[1], r[2], ChargeState(r[3]), loss_from_json(json.loads(r[4])), r[5], r[6]
+            )
+            for r in rows
+        ]
+
+    def releases(self, dataset: str) -> list[StoredRelease]:
+        """Every stored release of a dataset, oldest first."""
+        with self._backend.read() as tx:
+            dataset_id = dataset_id_of(tx, dataset)
+            rows = tx.execute(
+                f"SELECT {RELEASE_COLS} FROM releases r JOIN datasets d ON d.id = r.dataset_id"
+                " WHERE r.dataset_id = ? ORDER BY r.id",
+                (dataset_id,),
+            )
+        return [stored(r) for r in rows]
+
+    def verify(self, *, expected_head: str | None = None) -> AuditReport:
+        """Walk the audit hash chain; the report names the first broken link."""
+        with self._backend.read() as tx:
+            return _audit.verify(tx, expected_head=expected_head)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _insert_budget(self, tx: Tx, dataset_id: int, scope: Scope, mode: Mode, cap: Pair) -> None:
+        zero = frac_text(Fraction(0))
+        tx.execute(
+            "INSERT INTO budgets (dataset_id, scope_kind, scope_value, period_start, period_end, mode, cap_a, cap_b,"
+            " spent_a, spent_b) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                dataset_id,
+                scope.kind,
+                scope.value,
+                scope.start,
+                scope.end,
+                mode,
+                frac_text(cap[0]),
+                frac_text(cap[1]),
+                zero,
+                zero,
+            ),
+        )
+
+
+def _replace(base: Reservation, **changes: Any) -> Reservation:
+    from dataclasses import replace
+
+    return replace(base, **changes)
+
+
+def _iso(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).isoformat()

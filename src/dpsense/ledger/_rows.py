@@ -1,0 +1,99 @@
+"""Row-level steps shared by the ledger's transactions: decode budgets, debit, read releases.
+
+Every function runs inside the caller's write or read transaction and never commits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dpsense.core.errors import BudgetExhausted, LedgerStateError, UnknownDataset
+from dpsense.core.privacy_loss import PrivacyLoss
+from dpsense.ledger._amounts import Mode, Pair, as_loss, canonical_json, frac_text, in_mode, loss_to_json, parse_frac
+from dpsense.ledger._backends import Row, Tx
+from dpsense.ledger._types import Reservation, Scope, StoredRelease
+
+BUDGET_COLS = "id, scope_kind, scope_value, period_start, period_end, mode, cap_a, cap_b, spent_a, spent_b"
+RELEASE_COLS = (
+    "r.id, r.charge_id, d.name, r.cache_key, r.value_json, r.mechanism, r.mechanism_version, "
+    "r.parameters_json, r.privacy_unit, r.adjacency, r.code_version"
+)
+CHARGE_COLS = "id, dataset_id, state, loss, family, cache_key, debits, owner"
+
+
+class BudgetRow:
+    """One locked budget row, decoded."""
+
+    def __init__(self, row: Row) -> None:
+        self.id = int(row[0])
+        kind, value, start, end = row[1], row[2], row[3], row[4]
+        self.scope = Scope(kind, value, None if start is None else int(start), None if end is None else int(end))
+        self.mode: Mode = row[5]
+        self.cap: Pair = (parse_frac(row[6]), parse_frac(row[7]))
+        self.spent: Pair = (parse_frac(row[8]), parse_frac(row[9]))
+
+
+def debit(tx: Tx, budgets: list[BudgetRow], loss: PrivacyLoss) -> str:
+    """Check every locked scope, then debit them all; returns the debits as JSON for refunds."""
+    plan: list[tuple[BudgetRow, Pair]] = []
+    for b in budgets:
+        amount = in_mode(loss, b.mode)
+        new = (b.spent[0] + amount[0], b.spent[1] + amount[1])
+        if not (new[0] <= b.cap[0] and new[1] <= b.cap[1]):
+            remaining = (b.cap[0] - b.spent[0], b.cap[1] - b.spent[1])
+            raise BudgetExhausted(str(b.scope), as_loss(amount, b.mode), as_loss(remaining, b.mode))
+        plan.append((b, new))
+    for b, new in plan:
+        tx.execute(
+            "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?", (frac_text(new[0]), frac_text(new[1]), b.id)
+        )
+    debits = [[b.id, frac_text(new[0] - b.spent[0]), frac_text(new[1] - b.spent[1])] for b, new in plan]
+    return canonical_json(debits)
+
+
+def dataset_id(tx: Tx, name: str) -> int:
+    rows = tx.execute("SELECT id FROM datasets WHERE name = ?", (name,))
+    if not rows:
+        raise UnknownDataset(name)
+    return int(rows[0][0])
+
+
+def stored(r: Row) -> StoredRelease:
+    return StoredRelease(
+        int(r[0]), int(r[1]), r[2], r[3], json.loads(r[4]), r[5], r[6], json.loads(r[7]), r[8], r[9], r[10]
+    )
+
+
+def release_of_charge(tx: Tx, charge_id: int) -> StoredRelease:
+    rows = tx.execute(
+        f"SELECT {RELEASE_COLS} FROM releases r JOIN datasets d ON d.id = r.dataset_id WHERE r.charge_id = ?",
+        (charge_id,),
+    )
+    return stored(rows[0])
+
+
+def cached_release(tx: Tx, dataset_id: int, cache_key: str) -> StoredRelease | None:
+    rows = tx.execute(
+        f"SELECT {RELEASE_COLS} FROM releases r JOIN datasets d ON d.id = r.dataset_id"
+        " WHERE r.dataset_id = ? AND r.cache_key = ? ORDER BY r.id LIMIT 1",
+        (dataset_id, cache_key),
+    )
+    return stored(rows[0]) if rows else None
+
+
+def charge_id_of(reservation: Reservation) -> int:
+    if reservation.charge_id is None:
+        raise LedgerStateError("this reservation has no charge", reservation.request_id, "call reserve() first")
+    return reservation.charge_id
+
+
+def charge_payload(charge_id: int, base: Reservation, family: str | None) -> dict[str, Any]:
+    return {
+        "charge": charge_id,
+        "dataset": base.dataset,
+        "analyst": base.analyst,
+        "request_id": base.request_id,
+        "loss": loss_to_json(base.loss),
+        "family": family,
+    }
