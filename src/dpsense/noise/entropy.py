@@ -48,7 +48,6 @@ class OsEntropy:
             out, self._buffer = self._buffer[:n_bytes], self._buffer[n_bytes:]
             return out
 
-
     def _forget(self) -> None:
         """Drop buffered bytes (called in a forked child, which must never reuse its parent's bytes)."""
         self._buffer = b""
