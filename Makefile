@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/smooth_speed.py
 	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/ledger.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
