@@ -34,7 +34,10 @@ from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms.exponential import exponential_mechanism
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.sensitivity._numeric import bounds_interval, clipped_sorted, finite_values
-from dpsense.sensitivity.closest_pair import closest_pair_family, closest_pair_global_sensitivity, min_pairwise_distance
+from dpsense.sensitivity.closest_pair import (
+    closest_pair_family,
+    closest_pair_inputs,
+)
 from dpsense.sensitivity.smooth import MonotoneFamily
 from dpsense.sensitivity.triangles import TriangleFamily, as_graph, check_edge_privacy_unit, triangle_count
 from dpsense.sensitivity.trimmed_mean import TrimmedMeanFamily, trimmed_mean
@@ -131,14 +134,7 @@ def inverse_sensitivity_min_distance(
 ) -> MechanismResult:
     """The minimum pairwise distance by the family-based inverse-sensitivity mechanism, on [0, G]."""
     adj = Adjacency.parse(adjacency)
-    low, high = float(box[0]), float(box[1])
-    raw = np.asarray(points, dtype=np.float64)
-    pts = np.clip(raw.reshape(raw.shape[0], -1) if raw.ndim > 1 else raw.reshape(-1, 1), low, high)
-    n, dim = pts.shape
-    cap = closest_pair_global_sensitivity(
-        adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None
-    )
-    value = min(cap, min_pairwise_distance(pts)) if n >= 2 else cap
+    pts, value, cap = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
     family = closest_pair_family(pts, G=cap, variant="auto")
     return inverse_sensitivity_with_family(
         value, family, output_range=(0.0, cap), epsilon=epsilon, resolution=resolution

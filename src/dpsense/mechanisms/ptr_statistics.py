@@ -25,7 +25,10 @@ from dpsense.core.numbers import NumberLike
 from dpsense.mechanisms.ptr import Refusal, ptr_with_family
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.sensitivity._numeric import bounds_interval, clipped_sorted, finite_values
-from dpsense.sensitivity.closest_pair import closest_pair_family, closest_pair_global_sensitivity, min_pairwise_distance
+from dpsense.sensitivity.closest_pair import (
+    closest_pair_family,
+    closest_pair_inputs,
+)
 from dpsense.sensitivity.order_statistics import OrderStatisticFamily, median_rank, resize_to_public_n
 from dpsense.sensitivity.triangles import TriangleFamily, as_graph, check_edge_privacy_unit, triangle_count
 from dpsense.sensitivity.trimmed_mean import TrimmedMeanFamily, trimmed_mean
@@ -110,14 +113,7 @@ def ptr_min_distance(
 ) -> MechanismResult | Refusal:
     """PTR for the minimum pairwise distance of points in the public box [low, high]^d (section 6.5)."""
     adj = Adjacency.parse(adjacency)
-    low, high = float(box[0]), float(box[1])
-    raw = np.asarray(points, dtype=np.float64)
-    pts = np.clip(raw.reshape(raw.shape[0], -1) if raw.ndim > 1 else raw.reshape(-1, 1), low, high)
-    n, dim = pts.shape
-    cap = closest_pair_global_sensitivity(
-        adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None
-    )
-    value = min(cap, min_pairwise_distance(pts)) if n >= 2 else cap
+    pts, value, cap = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
     return ptr_with_family(
         value,
         closest_pair_family(pts, G=cap, variant="auto"),

@@ -35,11 +35,7 @@ from dpsense.core.numbers import NumberLike
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.mechanisms.smooth_noise import Family, SmoothNoisePlan, plan_smooth_noise, release_with_smooth_bound
 from dpsense.sensitivity._numeric import bounds_interval, clipped_sorted, finite_values
-from dpsense.sensitivity.closest_pair import (
-    closest_pair_global_sensitivity,
-    closest_pair_smooth_bound,
-    min_pairwise_distance,
-)
+from dpsense.sensitivity.closest_pair import closest_pair_inputs, closest_pair_smooth_bound
 from dpsense.sensitivity.order_statistics import median_rank, resize_to_public_n, smooth_order_statistic
 from dpsense.sensitivity.triangles import (
     as_graph,
@@ -234,15 +230,7 @@ def smooth_min_distance(
     """
     adj = Adjacency.parse(adjacency)
     plan = _plan(noise, epsilon, delta, rho, noise_options)
-    low, high = float(box[0]), float(box[1])
-    raw = np.asarray(points, dtype=np.float64)
-    pts = np.clip(raw.reshape(raw.shape[0], -1) if raw.ndim > 1 else raw.reshape(-1, 1), low, high)
-    n, dim = pts.shape
-    cap = closest_pair_global_sensitivity(
-        adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None
-    )
-    # f is defined as the cap below two points (add/remove), and never exceeds it.
-    value = min(cap, min_pairwise_distance(pts)) if n >= 2 else cap
+    pts, value, cap = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
     bound = closest_pair_smooth_bound(
         pts,
         beta=plan.beta_float,

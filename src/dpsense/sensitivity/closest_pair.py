@@ -429,3 +429,22 @@ def closest_pair_distance_to_instability(
     b = _check_positive(proposed_bound, name="proposed bound")
     family = closest_pair_family(points, G=G, variant=variant, max_records_per_unit=max_records_per_unit)
     return distance_to_instability(family, bound=b, cap=cap)
+
+
+def closest_pair_inputs(
+    points: ArrayLike, *, low: float, high: float, adjacency: Adjacency | str
+) -> tuple[F64, float, float]:
+    """The points clipped to the public box as an (n, p) array, f(x) and the public cap G.
+
+    f is defined as G below two points (add/remove) and never exceeds G. Shared by the smooth, PTR
+    and inverse-sensitivity releases of the minimum pairwise distance.
+    """
+    adj = Adjacency.parse(adjacency)
+    raw = np.asarray(points, dtype=np.float64)
+    pts = np.clip(raw.reshape(raw.shape[0], -1) if raw.ndim > 1 else raw.reshape(-1, 1), low, high)
+    n, dim = pts.shape
+    cap = closest_pair_global_sensitivity(
+        adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None
+    )
+    value = min(cap, min_pairwise_distance(pts)) if n >= 2 else cap
+    return pts, value, cap
