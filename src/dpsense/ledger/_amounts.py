@@ -12,6 +12,9 @@ Two accounting modes exist per budget:
 * ``zcdp``: ρ summed (Bun-Steinke 2016 Lemma 2.3); pure-ε losses count as ρ = ε²/2 (Prop 1.4, exact).
   An (ε, δ) loss with δ > 0 cannot be charged to a zCDP budget, and a zCDP loss cannot be charged
   to a basic budget without choosing a δ; both are refused before anything is written.
+* ``pld``: an (ε, δ) cap whose spend is the ε at the cap's δ of composing the stored release events
+  with the pessimistic privacy-loss-distribution accountant (``dpsense.accounting.pld``), rounded
+  up; see ``_events``. Components are (composed ε, δ); it is never summed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Literal
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
 
-Mode = Literal["basic", "zcdp"]
+Mode = Literal["basic", "zcdp", "pld"]
 #: A loss in a budget's mode as two exact components: (ε, δ) for basic, (ρ, 0) for zCDP.
 Pair = tuple[Fraction, Fraction]
 
@@ -46,6 +49,8 @@ def mode_of(cap: PrivacyLoss) -> Mode:
 
 def in_mode(loss: PrivacyLoss, mode: Mode) -> Pair:
     """The loss as the two exact components of ``mode``; refuses conversions that need a choice."""
+    if mode == "pld":
+        raise InternalError("a PLD budget is charged by composing events, never by summing losses")
     if mode == "basic":
         if isinstance(loss, ZCDP):
             raise UnsupportedRequest(

@@ -47,11 +47,11 @@ def append(tx: Tx, *, at: str, event: str, payload: Mapping[str, object]) -> int
     seq = int(seq) + 1
     text = canonical_json(payload)
     digest = entry_hash(prev, seq, at, event, text)
-    tx.execute(
+    tx.send(
         "INSERT INTO audit_log (seq, at, event, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)",
         (seq, at, event, text, prev, digest),
     )
-    tx.execute("UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+    tx.send("UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
     return seq
 
 

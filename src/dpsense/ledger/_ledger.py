@@ -9,7 +9,8 @@ then the audit head) is the same in every write, so writers cannot deadlock.
 
 The state machine is in ``_states``. Bad input is refused before the transaction writes anything:
 the ledger's bytes are unchanged. Refusals (including ``BudgetExhausted``) are not audited, for
-the same reason.
+the same reason. Answers given from the ledger without a new charge (a cache hit, the replay of a
+committed request, the resumption of an open one) are audited, so the steward sees every answer.
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
+from dpsense.accounting.pld import PldEvent
 from dpsense.core.errors import (
     InvalidData,
+    InvalidPrivacyParameter,
     LedgerStateError,
     RequestIdConflict,
     UnknownAnalyst,
     UsageError,
 )
-from dpsense.core.privacy_loss import PrivacyLoss
+from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss
 from dpsense.ledger import _audit, _secrets
 from dpsense.ledger._amounts import (
     Mode,
@@ -48,6 +51,7 @@ from dpsense.ledger._amounts import (
 )
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._backends import Backend, Row, Tx, open_backend
+from dpsense.ledger._events import check_event, composed_epsilon, event_to_json
 from dpsense.ledger._rows import (
     BUDGET_COLS,
     CHARGE_COLS,
@@ -57,7 +61,10 @@ from dpsense.ledger._rows import (
     charge_id_of,
     charge_payload,
     debit,
+    in_scope,
+    pld_spent,
     release_of_charge,
+    remaining,
     stored,
 )
 from dpsense.ledger._rows import dataset_id as dataset_id_of
@@ -112,16 +119,24 @@ class Ledger:
             tx.execute("INSERT INTO analysts (name, created_at) VALUES (?, ?)", (name, now))
             _audit.append(tx, at=_iso(now), event="add_analyst", payload={"analyst": name})
 
-    def register_dataset(self, name: str, *, budget: PrivacyLoss, fingerprint: str | None = None) -> str:
+    def register_dataset(
+        self,
+        name: str,
+        *,
+        budget: PrivacyLoss,
+        fingerprint: str | None = None,
+        accounting: Literal["pld"] | None = None,
+    ) -> str:
         """Register a dataset with its total budget; returns the dataset's ledger name.
 
         Re-registering a snapshot with the same keyed fingerprint returns the existing dataset (and
-        its budget, unchanged), whatever name is passed (DESIGN invariant 8).
+        its budget, unchanged), whatever name is passed (DESIGN invariant 8). ``accounting="pld"``
+        accounts an (ε, δ) budget by composing release events with the PLD accountant (every charge
+        must then pass ``event=``); by default the cap's type picks basic (ε, δ) or zCDP.
         """
         name = _name(name, "dataset")
         check_positive(budget)
-        mode = mode_of(budget)
-        cap = in_mode(budget, mode)
+        mode, cap = _mode_and_cap(budget, accounting)
         now = self._clock()
         with self._backend.write() as tx:
             if fingerprint is not None:
@@ -139,24 +154,24 @@ class Ledger:
                 "INSERT INTO datasets (name, fingerprint, created_at) VALUES (?, ?, ?) RETURNING id",
                 (name, fingerprint, now),
             )[0][0]
-            self._insert_budget(tx, int(dataset_id), Scope.total(), mode, cap)
-            _audit.append(
-                tx,
-                at=_iso(now),
-                event="register_dataset",
-                payload={"dataset": name, "fingerprint": fingerprint, "budget": loss_to_json(budget)},
-            )
+            self._insert_budget(tx, int(dataset_id), Scope.total(), mode, cap, (Fraction(0), Fraction(0)))
+            payload = {"dataset": name, "fingerprint": fingerprint, "budget": loss_to_json(budget), "mode": mode}
+            _audit.append(tx, at=_iso(now), event="register_dataset", payload=payload)
         return name
 
-    def set_budget(self, dataset: str, scope: Scope, cap: PrivacyLoss) -> None:
+    def set_budget(
+        self, dataset: str, scope: Scope, cap: PrivacyLoss, *, accounting: Literal["pld"] | None = None
+    ) -> None:
         """Create or change the cap of a scope (sub-budgets subdivide; the total always applies).
 
-        A new sub-budget starts with nothing spent. A cap below what is already spent, or a change of
-        accounting mode after spending, is refused.
+        A new sub-budget starts with what is already spent in its scope: every reserved, committed,
+        failed or abandoned charge of its analyst, family or period counts (so it may start
+        exhausted when its cap is below that). Lowering an existing cap below what is spent, or a
+        change of accounting mode after spending, is refused. ``accounting="pld"`` as in
+        ``register_dataset``.
         """
         check_positive(cap)
-        mode = mode_of(cap)
-        pair = in_mode(cap, mode)
+        mode, pair = _mode_and_cap(cap, accounting)
         now = self._clock()
         with self._backend.write() as tx:
             dataset_id = dataset_id_of(tx, dataset)
@@ -165,22 +180,33 @@ class Ledger:
                 " WHERE dataset_id = ? AND scope_kind = ? AND scope_value = ?{lock}",
                 (dataset_id, scope.kind, scope.value),
             )
+            spent: Pair = (Fraction(0), Fraction(0))
             if not rows:
-                self._insert_budget(tx, dataset_id, scope, mode, pair)
+                spent = self._create_sub_budget(tx, dataset_id, scope, mode, pair)
             else:
                 old = BudgetRow(rows[0])
+                spent = old.spent
                 if old.mode != mode and old.spent != (Fraction(0), Fraction(0)):
                     raise UsageError(
                         "a budget's accounting mode cannot change after spending", str(cap), "keep the mode"
                     )
-                if old.mode == mode and not (old.spent[0] <= pair[0] and old.spent[1] <= pair[1]):
-                    spent = as_loss(old.spent, mode)
-                    raise UsageError(f"the {scope} cap cannot go below what is spent ({spent})", str(cap), "raise it")
+                if mode == "pld" and old.mode == mode:  # the composed ε depends on δ: recompute at the new δ
+                    eps = pld_spent(tx, dataset_id, old, pair[1])
+                    spent = (eps, pair[1]) if eps > 0 else (Fraction(0), Fraction(0))
+                if old.mode == mode and not (spent[0] <= pair[0] and (mode == "pld" or spent[1] <= pair[1])):
+                    shown = as_loss(spent, mode)
+                    raise UsageError(f"the {scope} cap cannot go below what is spent ({shown})", str(cap), "raise it")
                 tx.execute(
-                    "UPDATE budgets SET mode = ?, cap_a = ?, cap_b = ? WHERE id = ?",
-                    (mode, frac_text(pair[0]), frac_text(pair[1]), old.id),
+                    "UPDATE budgets SET mode = ?, cap_a = ?, cap_b = ?, spent_a = ?, spent_b = ? WHERE id = ?",
+                    (mode, frac_text(pair[0]), frac_text(pair[1]), frac_text(spent[0]), frac_text(spent[1]), old.id),
                 )
-            payload = {"dataset": dataset, "scope": str(scope), "cap": loss_to_json(cap)}
+            payload = {
+                "dataset": dataset,
+                "scope": str(scope),
+                "cap": loss_to_json(cap),
+                "mode": mode,
+                "spent": [frac_text(spent[0]), frac_text(spent[1])],
+            }
             _audit.append(tx, at=_iso(now), event="set_budget", payload=payload)
 
     def fingerprint_key(self) -> bytes:
@@ -219,19 +245,28 @@ class Ledger:
         loss: PrivacyLoss,
         family: str | None = None,
         cache_key: str | None = None,
+        event: PldEvent | None = None,
     ) -> Reservation:
         """Atomically check and debit every scope the request falls in, before any data is read.
 
         Returns a ``Reservation``; when ``reservation.stored`` is set (a retry of a committed
-        request, or a cache hit on ``cache_key``) the caller returns it and runs nothing.
+        request, or a cache hit on ``cache_key``) the caller returns it and runs nothing; that
+        answer is audited (``replay`` / ``cache_hit``) without a charge.
+
+        ``event`` describes the release for PLD-accounted scopes (``LaplaceEvent(scale,
+        sensitivity)`` or ``GaussianEvent(sigma, sensitivity)``); basic and zCDP scopes charge
+        ``loss``, PLD scopes compose the events. The caller states both and must make them agree.
 
         Raises:
             BudgetExhausted: a scope cannot cover ``loss`` (nothing written).
             UnknownDataset, UnknownAnalyst, RequestIdConflict, InvalidPrivacyParameter,
-            UnsupportedRequest: bad input (nothing written).
+            UnsupportedRequest: bad input, or a PLD scope and no ``event`` (nothing written).
 
         """
         loss = check_positive(loss)
+        event = check_event(event)
+        event_json = None if event is None else event_to_json(event)
+        event_text = None if event_json is None else canonical_json(event_json)
         request_id = _name(request_id, "request id")
         family = None if family is None else _name(family, "query family")
         cache_key = None if cache_key is None else _name(cache_key, "cache key")
@@ -259,18 +294,36 @@ class Ledger:
                 f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?", (analyst, request_id)
             )
             if existing:
-                return self._retry(tx, existing[0], base, (dataset_id, loss_text, family, cache_key), budgets, now)
+                same = (dataset_id, loss_text, family, cache_key, event_text)
+                return self._retry(tx, existing[0], base, same, budgets, event, now)
             if cache_key is not None:
                 stored = cached_release(tx, dataset_id, cache_key)
                 if stored is not None:
+                    payload = _answer_payload(base, stored.charge_id, stored.release_id)
+                    _audit.append(tx, at=_iso(now), event="cache_hit", payload=payload | {"cache_key": cache_key})
                     return _replace(base, charge_id=stored.charge_id, state=ChargeState.COMMITTED, stored=stored)
-            debits = debit(tx, budgets, loss)
+            debits = debit(tx, budgets, loss, dataset_id=dataset_id, event=event)
             charge_id = tx.execute(
                 "INSERT INTO charges (dataset_id, analyst, request_id, state, loss, family, cache_key, debits, owner,"
-                " created_at, updated_at) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (dataset_id, analyst, request_id, loss_text, family, cache_key, debits, self._owner, now, now),
+                " created_at, updated_at, event, charged_at) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " RETURNING id",
+                (
+                    dataset_id,
+                    analyst,
+                    request_id,
+                    loss_text,
+                    family,
+                    cache_key,
+                    debits,
+                    self._owner,
+                    now,
+                    now,
+                    event_text,
+                    now,
+                ),
             )[0][0]
-            _audit.append(tx, at=_iso(now), event="reserve", payload=charge_payload(int(charge_id), base, family))
+            payload = charge_payload(int(charge_id), base, family, event_json)
+            _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
         return _replace(base, charge_id=int(charge_id))
 
     def _retry(
@@ -278,20 +331,26 @@ class Ledger:
         tx: Tx,
         row: Row,
         base: Reservation,
-        same: tuple[int, str, str | None, str | None],
+        same: tuple[int, str, str | None, str | None, str | None],
         budgets: list[BudgetRow],
+        event: PldEvent | None,
         now: float,
     ) -> Reservation:
         charge_id, state = int(row[0]), ChargeState(row[2])
-        if (int(row[1]), row[3], row[4], row[5]) != same:
+        if (int(row[1]), row[3], row[4], row[5], row[8]) != same:
             raise RequestIdConflict(
-                "a request id is reused for a different request (dataset, loss, family or cache key differ)",
+                "a request id is reused for a different request (dataset, loss, family, cache key or event differ)",
                 base.request_id,
                 "use a new request id for a new request",
             )
         if state == ChargeState.COMMITTED:
-            return _replace(base, charge_id=charge_id, state=state, stored=release_of_charge(tx, charge_id))
+            release = release_of_charge(tx, charge_id)
+            payload = _answer_payload(base, charge_id, release.release_id)
+            _audit.append(tx, at=_iso(now), event="replay", payload=payload)
+            return _replace(base, charge_id=charge_id, state=state, stored=release)
         if state in OPEN_STATES:
+            payload = _answer_payload(base, charge_id, None) | {"state": state.value}
+            _audit.append(tx, at=_iso(now), event="resume", payload=payload)
             return _replace(base, charge_id=charge_id, state=state, resumed=True)
         if state == ChargeState.FAILED:
             raise LedgerStateError(
@@ -300,12 +359,13 @@ class Ledger:
                 "send a new request with a new request id",
             )
         check_transition(state, ChargeState.RESERVED, request_id=base.request_id)
-        debits = debit(tx, budgets, base.loss)
+        debits = debit(tx, budgets, base.loss, dataset_id=int(row[1]), event=event)
         tx.execute(
-            "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ? WHERE id = ?",
-            (debits, self._owner, now, charge_id),
+            "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ?, charged_at = ? WHERE id = ?",
+            (debits, self._owner, now, now, charge_id),
         )
-        _audit.append(tx, at=_iso(now), event="reserve", payload=charge_payload(charge_id, base, row[4]))
+        payload = charge_payload(charge_id, base, row[4], None if event is None else event_to_json(event))
+        _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
         return _replace(base, charge_id=charge_id)
 
     def commit(self, reservation: Reservation, record: ReleaseRecord) -> StoredRelease:
@@ -351,7 +411,7 @@ class Ledger:
                     now,
                 ),
             )[0][0]
-            tx.execute("UPDATE charges SET state = 'committed', updated_at = ? WHERE id = ?", (now, charge_id))
+            tx.send("UPDATE charges SET state = 'committed', updated_at = ? WHERE id = ?", (now, charge_id))
             payload = {
                 "charge": charge_id,
                 "release": int(release_id),
@@ -386,7 +446,12 @@ class Ledger:
         now = self._clock()
         with self._backend.write() as tx:
             dataset_id = dataset_id_of(tx, reservation.dataset)
-            tx.execute("SELECT id FROM budgets WHERE dataset_id = ? ORDER BY id{lock}", (dataset_id,))
+            budgets = {
+                int(r[0]): BudgetRow(r)
+                for r in tx.execute(
+                    f"SELECT {BUDGET_COLS} FROM budgets WHERE dataset_id = ? ORDER BY id{{lock}}", (dataset_id,)
+                )
+            }
             row = tx.execute(f"SELECT {CHARGE_COLS} FROM charges WHERE id = ?{{lock}}", (charge_id,))[0]
             state = ChargeState(row[2])
             if data_accessed:
@@ -401,17 +466,18 @@ class Ledger:
                     reservation.request_id,
                     "call fail(..., data_accessed=True): the earlier attempt may have read data",
                 )
+            tx.execute("UPDATE charges SET state = 'refunded', updated_at = ? WHERE id = ?", (now, charge_id))
             for budget_id, a, b in json.loads(row[6]):
-                spent = tx.execute("SELECT spent_a, spent_b FROM budgets WHERE id = ?", (budget_id,))[0]
+                budget = budgets[int(budget_id)]
+                if budget.mode == "pld":  # composition is not a sum: recompute without this charge
+                    eps = pld_spent(tx, dataset_id, budget, budget.cap[1])
+                    new = (eps, budget.cap[1]) if eps > 0 else (Fraction(0), Fraction(0))
+                else:
+                    new = (budget.spent[0] - parse_frac(a), budget.spent[1] - parse_frac(b))
                 tx.execute(
                     "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?",
-                    (
-                        frac_text(parse_frac(spent[0]) - parse_frac(a)),
-                        frac_text(parse_frac(spent[1]) - parse_frac(b)),
-                        budget_id,
-                    ),
+                    (frac_text(new[0]), frac_text(new[1]), budget.id),
                 )
-            tx.execute("UPDATE charges SET state = 'refunded', updated_at = ? WHERE id = ?", (now, charge_id))
             _audit.append(tx, at=_iso(now), event="fail", payload={"charge": charge_id, "refunded": True})
 
     # ------------------------------------------------------------------ reads
@@ -428,10 +494,9 @@ class Ledger:
         if not rows:
             raise UsageError("the dataset has no budget for this scope", str(scope), "set one with set_budget")
         b = BudgetRow(rows[0])
-        remaining = (b.cap[0] - b.spent[0], b.cap[1] - b.spent[1])
         mode = b.mode
         return BudgetStatus(
-            dataset, b.scope, mode, as_loss(b.cap, mode), as_loss(b.spent, mode), as_loss(remaining, mode)
+            dataset, b.scope, mode, as_loss(b.cap, mode), as_loss(b.spent, mode), as_loss(remaining(b), mode)
         )
 
     def charges(self, dataset: str) -> list[ChargeRecord]:
@@ -468,24 +533,78 @@ class Ledger:
 
     # ------------------------------------------------------------------ helpers
 
-    def _insert_budget(self, tx: Tx, dataset_id: int, scope: Scope, mode: Mode, cap: Pair) -> None:
-        zero = frac_text(Fraction(0))
-        tx.execute(
-            "INSERT INTO budgets (dataset_id, scope_kind, scope_value, period_start, period_end, mode, cap_a, cap_b,"
-            " spent_a, spent_b) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                dataset_id,
-                scope.kind,
-                scope.value,
-                scope.start,
-                scope.end,
-                mode,
-                frac_text(cap[0]),
-                frac_text(cap[1]),
-                zero,
-                zero,
-            ),
+    def _create_sub_budget(self, tx: Tx, dataset_id: int, scope: Scope, mode: Mode, cap: Pair) -> Pair:
+        """Insert a new scope counting the charges already in it; returns what it starts with spent.
+
+        Reserved charges in the scope get the new budget added to their debits, so that a refund
+        by their reserving process gives it back too.
+        """
+        charges = in_scope(tx, dataset_id, scope, cols="id, state, loss, debits, event")
+        spent: Pair = (Fraction(0), Fraction(0))
+        amounts: dict[int, Pair] = {}
+        if mode == "pld":
+            eps = composed_epsilon(str(scope), charges, cap[1])
+            spent = (eps, cap[1]) if eps > 0 else spent
+            amounts = {int(c[0]): (Fraction(0), Fraction(0)) for c in charges}
+        else:
+            for c in charges:
+                amount = in_mode(loss_from_json(json.loads(c[2])), mode)
+                amounts[int(c[0])] = amount
+                spent = (spent[0] + amount[0], spent[1] + amount[1])
+        budget_id = self._insert_budget(tx, dataset_id, scope, mode, cap, spent)
+        for c in charges:
+            if c[1] == ChargeState.RESERVED.value:
+                a, b = amounts[int(c[0])]
+                debits = [*json.loads(c[3]), [budget_id, frac_text(a), frac_text(b)]]
+                tx.execute("UPDATE charges SET debits = ? WHERE id = ?", (canonical_json(debits), int(c[0])))
+        return spent
+
+    def _insert_budget(self, tx: Tx, dataset_id: int, scope: Scope, mode: Mode, cap: Pair, spent: Pair) -> int:
+        return int(
+            tx.execute(
+                "INSERT INTO budgets (dataset_id, scope_kind, scope_value, period_start, period_end, mode, cap_a,"
+                " cap_b, spent_a, spent_b) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    dataset_id,
+                    scope.kind,
+                    scope.value,
+                    scope.start,
+                    scope.end,
+                    mode,
+                    frac_text(cap[0]),
+                    frac_text(cap[1]),
+                    frac_text(spent[0]),
+                    frac_text(spent[1]),
+                ),
+            )[0][0]
         )
+
+
+def _mode_and_cap(cap: PrivacyLoss, accounting: Literal["pld"] | None) -> tuple[Mode, Pair]:
+    """The accounting mode and exact cap of a budget; PLD needs an (ε, δ) cap with δ > 0."""
+    if accounting is None:
+        mode = mode_of(cap)
+        return mode, in_mode(cap, mode)
+    if accounting != "pld":
+        raise UsageError("unknown accounting mode", accounting, 'pass accounting="pld" or leave it unset')
+    if not isinstance(cap, ApproxDP) or cap.delta <= 0:
+        raise InvalidPrivacyParameter(
+            "a PLD-accounted budget needs an (ε, δ) cap with δ > 0 (ε is measured at that δ)",
+            str(cap),
+            "pass budget=ApproxDP(epsilon, delta) with delta > 0",
+        )
+    return "pld", (cap.epsilon, cap.delta)
+
+
+def _answer_payload(base: Reservation, charge_id: int, release_id: int | None) -> dict[str, Any]:
+    """Audit payload of an answer given without a new charge: who asked, which release (no values)."""
+    return {
+        "dataset": base.dataset,
+        "analyst": base.analyst,
+        "request_id": base.request_id,
+        "charge": charge_id,
+        "release": release_id,
+    }
 
 
 def _replace(base: Reservation, **changes: Any) -> Reservation:

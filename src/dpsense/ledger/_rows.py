@@ -6,12 +6,15 @@ Every function runs inside the caller's write or read transaction and never comm
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from typing import Any
 
+from dpsense.accounting.pld import PldEvent
 from dpsense.core.errors import BudgetExhausted, LedgerStateError, UnknownDataset
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger._amounts import Mode, Pair, as_loss, canonical_json, frac_text, in_mode, loss_to_json, parse_frac
 from dpsense.ledger._backends import Row, Tx
+from dpsense.ledger._events import composed_epsilon, missing_event
 from dpsense.ledger._types import Reservation, Scope, StoredRelease
 
 BUDGET_COLS = "id, scope_kind, scope_value, period_start, period_end, mode, cap_a, cap_b, spent_a, spent_b"
@@ -19,7 +22,9 @@ RELEASE_COLS = (
     "r.id, r.charge_id, d.name, r.cache_key, r.value_json, r.mechanism, r.mechanism_version, "
     "r.parameters_json, r.privacy_unit, r.adjacency, r.code_version"
 )
-CHARGE_COLS = "id, dataset_id, state, loss, family, cache_key, debits, owner"
+CHARGE_COLS = "id, dataset_id, state, loss, family, cache_key, debits, owner, event"
+#: Charge states whose amount counts against a budget (``_states.SPENT_STATES``), as SQL.
+SPENT_SQL = "('reserved', 'committed', 'failed', 'abandoned')"
 
 
 class BudgetRow:
@@ -34,18 +39,59 @@ class BudgetRow:
         self.spent: Pair = (parse_frac(row[8]), parse_frac(row[9]))
 
 
-def debit(tx: Tx, budgets: list[BudgetRow], loss: PrivacyLoss) -> str:
-    """Check every locked scope, then debit them all; returns the debits as JSON for refunds."""
+def remaining(b: BudgetRow) -> Pair:
+    """What is left of a scope (never below zero: a sub-budget created late may start overspent).
+
+    For a PLD budget this is the ε headroom at the cap's δ (not additive: composition is not a sum).
+    """
+    if b.mode == "pld":
+        return max(Fraction(0), b.cap[0] - b.spent[0]), b.cap[1]
+    return max(Fraction(0), b.cap[0] - b.spent[0]), max(Fraction(0), b.cap[1] - b.spent[1])
+
+
+def in_scope(tx: Tx, dataset_id: int, scope: Scope, *, cols: str = "id, state, loss, event") -> list[Row]:
+    """Every charge of the dataset that counts (spent states) and falls in ``scope``."""
+    sql = f"SELECT {cols} FROM charges WHERE dataset_id = ? AND state IN {SPENT_SQL}"
+    params: list[object] = [dataset_id]
+    if scope.kind in ("analyst", "family"):
+        sql += f" AND {scope.kind} = ?"
+        params.append(scope.value)
+    elif scope.kind == "period":
+        sql += " AND charged_at >= ? AND charged_at < ?"
+        params += [scope.start, scope.end]
+    return tx.execute(sql + " ORDER BY id", params)
+
+
+def pld_spent(tx: Tx, dataset_id: int, b: BudgetRow, delta: Fraction, extra: PldEvent | None = None) -> Fraction:
+    """The composed ε at ``delta`` of every counted charge in a PLD budget's scope (plus ``extra``)."""
+    return composed_epsilon(str(b.scope), in_scope(tx, dataset_id, b.scope, cols="id, event"), delta, extra)
+
+
+def debit(tx: Tx, budgets: list[BudgetRow], loss: PrivacyLoss, *, dataset_id: int, event: PldEvent | None) -> str:
+    """Check every locked scope, then debit them all; returns the debits as JSON for refunds.
+
+    Basic and zCDP scopes add the loss exactly. A PLD scope recomputes the composition of the
+    events already charged in its scope plus ``event`` (inside this locking transaction) and
+    refuses when the composed ε at the cap's δ would exceed the cap's ε.
+    """
     plan: list[tuple[BudgetRow, Pair]] = []
     for b in budgets:
+        if b.mode == "pld":
+            if event is None:
+                raise missing_event(str(b.scope), "this request has no event")
+            eps = pld_spent(tx, dataset_id, b, b.cap[1], event)
+            if eps > b.cap[0]:
+                requested = as_loss((eps - min(eps, b.spent[0]), Fraction(0)), "pld")
+                raise BudgetExhausted(str(b.scope), requested, as_loss(remaining(b), "pld"))
+            plan.append((b, (eps, b.cap[1])))
+            continue
         amount = in_mode(loss, b.mode)
         new = (b.spent[0] + amount[0], b.spent[1] + amount[1])
         if not (new[0] <= b.cap[0] and new[1] <= b.cap[1]):
-            remaining = (b.cap[0] - b.spent[0], b.cap[1] - b.spent[1])
-            raise BudgetExhausted(str(b.scope), as_loss(amount, b.mode), as_loss(remaining, b.mode))
+            raise BudgetExhausted(str(b.scope), as_loss(amount, b.mode), as_loss(remaining(b), b.mode))
         plan.append((b, new))
     for b, new in plan:
-        tx.execute(
+        tx.send(
             "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?", (frac_text(new[0]), frac_text(new[1]), b.id)
         )
     debits = [[b.id, frac_text(new[0] - b.spent[0]), frac_text(new[1] - b.spent[1])] for b, new in plan]
@@ -88,8 +134,10 @@ def charge_id_of(reservation: Reservation) -> int:
     return reservation.charge_id
 
 
-def charge_payload(charge_id: int, base: Reservation, family: str | None) -> dict[str, Any]:
-    return {
+def charge_payload(
+    charge_id: int, base: Reservation, family: str | None, event: dict[str, object] | None = None
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
         "charge": charge_id,
         "dataset": base.dataset,
         "analyst": base.analyst,
@@ -97,3 +145,6 @@ def charge_payload(charge_id: int, base: Reservation, family: str | None) -> dic
         "loss": loss_to_json(base.loss),
         "family": family,
     }
+    if event is not None:
+        payload["event"] = event
+    return payload

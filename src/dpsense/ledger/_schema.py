@@ -14,22 +14,32 @@ Tables (version 1):
 * ``audit_log`` and ``audit_head``: the append-only hash chain (see ``_audit``).
 * ``secrets``: keys such as the fingerprint key; no analyst-facing read returns this table.
 
+Version 2 adds PLD accounting and scope-aware sub-budgets: ``budgets.mode`` may be ``pld`` (an
+(ε, δ) cap checked by composing the stored events with the PLD accountant), ``charges.event`` holds
+the release's event description (JSON, for PLD budgets) and ``charges.charged_at`` the time of the
+(last) debit, so that a period sub-budget created later counts exactly the charges it covers.
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Migration:
-    """One schema step; applied in order, each in its own transaction."""
+    """One schema step; applied in order, each in its own transaction.
+
+    ``by_dialect`` holds the few steps SQL cannot write once (changing a CHECK constraint: SQLite
+    rebuilds the table, PostgreSQL replaces the constraint); they run after ``statements``.
+    """
 
     version: int
     description: str
     statements: tuple[str, ...]
+    by_dialect: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 DIALECT_TYPES: dict[str, dict[str, str]] = {
@@ -113,6 +123,40 @@ MIGRATIONS: tuple[Migration, ...] = (
                 value {blob} NOT NULL,
                 created_at {real} NOT NULL)""",
         ),
+    ),
+    Migration(
+        2,
+        "PLD accounting mode, charge events, debit times",
+        (
+            "ALTER TABLE charges ADD COLUMN event TEXT",
+            "ALTER TABLE charges ADD COLUMN charged_at {real}",
+            "UPDATE charges SET charged_at = created_at",
+            "CREATE INDEX charges_dataset ON charges (dataset_id, state)",
+        ),
+        {
+            "sqlite": (
+                """CREATE TABLE budgets_v2 (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    dataset_id BIGINT NOT NULL REFERENCES datasets(id),
+                    scope_kind TEXT NOT NULL CHECK (scope_kind IN ('total', 'analyst', 'family', 'period')),
+                    scope_value TEXT NOT NULL,
+                    period_start BIGINT,
+                    period_end BIGINT,
+                    mode TEXT NOT NULL CHECK (mode IN ('basic', 'zcdp', 'pld')),
+                    cap_a TEXT NOT NULL,
+                    cap_b TEXT NOT NULL,
+                    spent_a TEXT NOT NULL,
+                    spent_b TEXT NOT NULL,
+                    UNIQUE (dataset_id, scope_kind, scope_value))""",
+                "INSERT INTO budgets_v2 SELECT * FROM budgets",
+                "DROP TABLE budgets",
+                "ALTER TABLE budgets_v2 RENAME TO budgets",
+            ),
+            "postgresql": (
+                "ALTER TABLE budgets DROP CONSTRAINT budgets_mode_check",
+                "ALTER TABLE budgets ADD CONSTRAINT budgets_mode_check CHECK (mode IN ('basic', 'zcdp', 'pld'))",
+            ),
+        },
     ),
 )
 

@@ -42,7 +42,11 @@ def ledger(ledger_url: str):
         ("UPDATE audit_log SET event = 'commit' WHERE seq = 3", 3),
         ("UPDATE audit_log SET at = '2000-01-01T00:00:00+00:00' WHERE seq = 7", 7),
         ("DELETE FROM audit_log WHERE seq = 4", 4),
-        ("UPDATE audit_log SET hash = 'f' || substr(hash, 2) WHERE seq = 6", 6),
+        (  # flip the first hex digit (a fixed 'f' would leave a hash that starts with 'f' unchanged)
+            "UPDATE audit_log SET hash = CASE WHEN substr(hash, 1, 1) = 'f' THEN 'e' ELSE 'f' END || substr(hash, 2)"
+            " WHERE seq = 6",
+            6,
+        ),
         ("DELETE FROM audit_log WHERE seq = 12", 12),
     ],
 )
