@@ -8,11 +8,14 @@ Lifecycle (``_states``): ``reserve`` -> run the release -> ``commit`` (store the
 ``fail``. A retry with the same (analyst, request id) returns the stored release, or completes a
 reservation that never committed, never charging twice. A ``cache_key`` (snapshot fingerprint +
 canonical query + bounds + mechanism version, built by the caller) returns the stored release at no
-new cost. The caller stores only released (noised) values; the ledger never sees unnoised ones.
+new cost. A ``PartitionSpec`` on ``reserve`` declares a release on one part of a public partition of
+the privacy units; such charges compose in parallel (``_partitions``, ALGORITHMS.md §10).
+The caller stores only released (noised) values; the ledger never sees unnoised ones.
 """
 
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._ledger import Ledger
+from dpsense.ledger._partitions import PartitionSpec
 from dpsense.ledger._secrets import keyed_fingerprint
 from dpsense.ledger._states import ChargeState
 from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
@@ -23,6 +26,7 @@ __all__ = [
     "ChargeRecord",
     "ChargeState",
     "Ledger",
+    "PartitionSpec",
     "ReleaseRecord",
     "Reservation",
     "Scope",

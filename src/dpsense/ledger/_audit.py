@@ -41,17 +41,35 @@ def entry_hash(prev_hash: str, seq: int, at: str, event: str, payload: str) -> s
     return hashlib.sha256((prev_hash + entry).encode("utf-8")).hexdigest()
 
 
+#: PostgreSQL appends in one statement: the head row is locked by the UPDATE (which re-reads the
+#: latest committed head when it had to wait), the hash is computed by the server from the same bytes
+#: ``entry_hash`` hashes: prev_hash + the entry's canonical JSON, whose last key is ``seq``.
+_PG_APPEND = (
+    "WITH h AS (UPDATE audit_head SET seq = seq + 1, prev_hash = hash, hash = encode(sha256("
+    "convert_to(hash, 'UTF8') || ?::bytea || convert_to((seq + 1)::text || '}', 'UTF8')), 'hex')"
+    " WHERE id = 1 RETURNING seq, prev_hash, hash)"
+    " INSERT INTO audit_log (seq, at, event, payload, prev_hash, hash)"
+    " SELECT seq, ?, ?, ?, prev_hash, hash FROM h RETURNING seq"
+)
+
+
 def append(tx: Tx, *, at: str, event: str, payload: Mapping[str, object]) -> int:
-    """Append one entry inside the caller's write transaction; returns its sequence number."""
+    """Append one entry inside the caller's write transaction; returns its sequence number.
+
+    Both backends store the same bytes; PostgreSQL does it in one round trip (``_PG_APPEND``).
+    """
+    text = canonical_json(payload)
+    if tx.dialect == "postgresql":
+        body = f'{{"at":{canonical_json(at)},"event":{canonical_json(event)},"payload":{text},"seq":'
+        return int(tx.execute(_PG_APPEND, (body.encode("utf-8"), at, event, text))[0][0])
     seq, prev = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1{lock}")[0]
     seq = int(seq) + 1
-    text = canonical_json(payload)
     digest = entry_hash(prev, seq, at, event, text)
     tx.send(
         "INSERT INTO audit_log (seq, at, event, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)",
         (seq, at, event, text, prev, digest),
     )
-    tx.send("UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+    tx.send("UPDATE audit_head SET seq = ?, prev_hash = ?, hash = ? WHERE id = 1", (seq, prev, digest))
     return seq
 
 

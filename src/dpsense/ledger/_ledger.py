@@ -7,6 +7,12 @@ scope is done in exact arithmetic, the debit, the charge row and the audit entry
 the transaction commits, all before the caller reads any data. Lock order (budgets, then charge,
 then the audit head) is the same in every write, so writers cannot deadlock.
 
+Round trips inside a write are kept few (they are paid while the locks are held): one locking
+SELECT for every scope, the charge inserted with ``ON CONFLICT DO NOTHING RETURNING`` (a conflict
+means a retry, answered from the stored row before anything is written), the debits in one UPDATE,
+and on PostgreSQL the commit step and the audit append each in one statement (``_writes``,
+``_audit``). Reads and the writes that depend on them are always in the same transaction.
+
 The state machine is in ``_states``. Bad input is refused before the transaction writes anything:
 the ledger's bytes are unchanged. Refusals (including ``BudgetExhausted``) are not audited, for
 the same reason. Answers given from the ledger without a new charge (a cache hit, the replay of a
@@ -21,11 +27,11 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 from dpsense.accounting.pld import PldEvent
 from dpsense.core.errors import (
+    DPSenseError,
     InvalidData,
     LedgerStateError,
     RequestIdConflict,
@@ -33,29 +39,29 @@ from dpsense.core.errors import (
     UsageError,
 )
 from dpsense.core.privacy_loss import PrivacyLoss
-from dpsense.ledger import _audit
+from dpsense.ledger import _audit, _partitions
 from dpsense.ledger._amounts import (
     as_loss,
     canonical_json,
     check_positive,
-    frac_text,
     loss_from_json,
     loss_to_json,
-    parse_frac,
 )
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._backends import Backend, Row, Tx, open_backend
 from dpsense.ledger._events import check_event, event_to_json
+from dpsense.ledger._partitions import GroupCharge, PartitionSpec, check_partition, group_key, payload_json
 from dpsense.ledger._rows import (
     BUDGET_COLS,
     CHARGE_COLS,
     RELEASE_COLS,
     BudgetRow,
+    apply_debits,
     cached_release,
     charge_id_of,
     charge_payload,
-    debit,
-    pld_spent,
+    debits_json,
+    plan_debits,
     release_of_charge,
     remaining,
     stored,
@@ -72,6 +78,7 @@ from dpsense.ledger._types import (
     StoredRelease,
     _name,
 )
+from dpsense.ledger._writes import insert_charge, refund, store_release
 
 
 class Ledger(StewardOps):
@@ -113,6 +120,7 @@ class Ledger(StewardOps):
         family: str | None = None,
         cache_key: str | None = None,
         event: PldEvent | None = None,
+        partition: PartitionSpec | None = None,
     ) -> Reservation:
         """Atomically check and debit every scope the request falls in, before any data is read.
 
@@ -124,6 +132,11 @@ class Ledger(StewardOps):
         sensitivity)`` or ``GaussianEvent(sigma, sensitivity)``); basic and zCDP scopes charge
         ``loss``, PLD scopes compose the events. The caller states both and must make them agree.
 
+        ``partition`` (``PartitionSpec``) declares that the release reads only one part of a public
+        partition of the privacy units: charges on different parts of the same rule compose in
+        parallel (the sum of the C₀ largest part spends under add/remove, of the 2·C₀ largest under
+        replace; see ``_partitions``). PLD-accounted scopes refuse it.
+
         Raises:
             BudgetExhausted: a scope cannot cover ``loss`` (nothing written).
             UnknownDataset, UnknownAnalyst, RequestIdConflict, InvalidPrivacyParameter,
@@ -132,6 +145,7 @@ class Ledger(StewardOps):
         """
         loss = check_positive(loss)
         event = check_event(event)
+        partition = check_partition(partition)
         event_json = None if event is None else event_to_json(event)
         event_text = None if event_json is None else canonical_json(event_json)
         request_id = _name(request_id, "request id")
@@ -156,24 +170,35 @@ class Ledger(StewardOps):
                     (dataset_id, analyst, family or "", int(now), int(now)),
                 )
             ]
+            group = _partitions.resolve(tx, dataset_id, partition)
             base = Reservation(None, dataset, analyst, request_id, loss, ChargeState.RESERVED)
-            existing = tx.execute(
-                f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?", (analyst, request_id)
-            )
-            if existing:
-                same = (dataset_id, loss_text, family, cache_key, event_text)
-                return self._retry(tx, existing[0], base, same, budgets, event, now)
+            same = (dataset_id, loss_text, family, cache_key, event_text, group_key(group))
+
+            def existing() -> Row | None:
+                rows = tx.execute(
+                    f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?", (analyst, request_id)
+                )
+                return rows[0] if rows else None
+
             if cache_key is not None:
+                if (row := existing()) is not None:
+                    return self._retry(tx, row, base, same, budgets, event, now, partition)
                 stored = cached_release(tx, dataset_id, cache_key)
                 if stored is not None:
                     payload = _answer_payload(base, stored.charge_id, stored.release_id)
                     _audit.append(tx, at=_iso(now), event="cache_hit", payload=payload | {"cache_key": cache_key})
                     return _replace(base, charge_id=stored.charge_id, state=ChargeState.COMMITTED, stored=stored)
-            debits = debit(tx, budgets, loss, dataset_id=dataset_id, event=event)
-            charge_id = tx.execute(
-                "INSERT INTO charges (dataset_id, analyst, request_id, state, loss, family, cache_key, debits, owner,"
-                " created_at, updated_at, event, charged_at) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " RETURNING id",
+            try:
+                plan = plan_debits(tx, budgets, loss, dataset_id=dataset_id, event=event, group=group)
+            except DPSenseError:  # a retry is answered even when a new charge would be refused
+                if cache_key is None and (row := existing()) is not None:
+                    return self._retry(tx, row, base, same, budgets, event, now, partition)
+                raise
+            if partition is not None and group is not None:
+                group = _partitions.store(tx, dataset_id, partition, group, now)
+            debits = debits_json(plan)
+            charge_id = insert_charge(
+                tx,
                 (
                     dataset_id,
                     analyst,
@@ -187,26 +212,36 @@ class Ledger(StewardOps):
                     now,
                     event_text,
                     now,
+                    None if group is None else group.partition_id,
+                    None if group is None else group.part,
                 ),
-            )[0][0]
-            payload = charge_payload(int(charge_id), base, family, event_json)
+            )
+            if charge_id is None:  # the request id exists: nothing was written, answer it as a retry
+                row = existing()
+                assert row is not None
+                return self._retry(tx, row, base, same, budgets, event, now, partition)
+            apply_debits(tx, plan)
+            payload = charge_payload(charge_id, base, family, event_json, payload_json(partition))
             _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
-        return _replace(base, charge_id=int(charge_id))
+        return _replace(base, charge_id=charge_id)
 
     def _retry(
         self,
         tx: Tx,
         row: Row,
         base: Reservation,
-        same: tuple[int, str, str | None, str | None, str | None],
+        same: tuple[int, str, str | None, str | None, str | None, tuple[int | None, str | None]],
         budgets: list[BudgetRow],
         event: PldEvent | None,
         now: float,
+        partition: PartitionSpec | None,
     ) -> Reservation:
         charge_id, state = int(row[0]), ChargeState(row[2])
-        if (int(row[1]), row[3], row[4], row[5], row[8]) != same:
+        stored_group = (None if row[9] is None else int(row[9]), row[10])
+        if (int(row[1]), row[3], row[4], row[5], row[8], stored_group) != same:
             raise RequestIdConflict(
-                "a request id is reused for a different request (dataset, loss, family, cache key or event differ)",
+                "a request id is reused for a different request (dataset, loss, family, cache key, event or"
+                " partition differ)",
                 base.request_id,
                 "use a new request id for a new request",
             )
@@ -226,12 +261,17 @@ class Ledger(StewardOps):
                 "send a new request with a new request id",
             )
         check_transition(state, ChargeState.RESERVED, request_id=base.request_id)
-        debits = debit(tx, budgets, base.loss, dataset_id=int(row[1]), event=event)
+        group = None
+        if row[9] is not None:
+            group = GroupCharge(int(row[9]), row[10], _partitions.spans(tx, int(row[1]))[int(row[9])])
+        plan = plan_debits(tx, budgets, base.loss, dataset_id=int(row[1]), event=event, group=group)
+        debits = apply_debits(tx, plan)
         tx.execute(
             "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ?, charged_at = ? WHERE id = ?",
             (debits, self._owner, now, now, charge_id),
         )
-        payload = charge_payload(charge_id, base, row[4], None if event is None else event_to_json(event))
+        event_json = None if event is None else event_to_json(event)
+        payload = charge_payload(charge_id, base, row[4], event_json, payload_json(partition))
         _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
         return _replace(base, charge_id=charge_id)
 
@@ -254,31 +294,24 @@ class Ledger(StewardOps):
                 "pass numbers, strings, lists and dicts without NaN or infinities",
             ) from None
         now = self._clock()
+        release = (
+            value_json,
+            record.mechanism,
+            record.mechanism_version,
+            params_json,
+            record.privacy_unit,
+            record.adjacency,
+            record.code_version,
+        )
         with self._backend.write() as tx:
-            row = tx.execute("SELECT state, dataset_id, cache_key FROM charges WHERE id = ?{lock}", (charge_id,))
-            state = ChargeState(row[0][0])
-            if state == ChargeState.COMMITTED:
-                return release_of_charge(tx, charge_id)
-            check_transition(state, ChargeState.COMMITTED, request_id=reservation.request_id)
-            release_id = tx.execute(
-                "INSERT INTO releases (charge_id, dataset_id, cache_key, value_json, mechanism, mechanism_version,"
-                " parameters_json, privacy_unit, adjacency, code_version, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (
-                    charge_id,
-                    row[0][1],
-                    row[0][2],
-                    value_json,
-                    record.mechanism,
-                    record.mechanism_version,
-                    params_json,
-                    record.privacy_unit,
-                    record.adjacency,
-                    record.code_version,
-                    now,
-                ),
-            )[0][0]
-            tx.send("UPDATE charges SET state = 'committed', updated_at = ? WHERE id = ?", (now, charge_id))
+            done = store_release(tx, charge_id, now, release)
+            if done is None:  # not open: a concurrent retry committed it, or the step is not allowed
+                state = ChargeState(tx.execute("SELECT state FROM charges WHERE id = ?", (charge_id,))[0][0])
+                if state == ChargeState.COMMITTED:
+                    return release_of_charge(tx, charge_id)
+                check_transition(state, ChargeState.COMMITTED, request_id=reservation.request_id)
+                raise LedgerStateError("the charge cannot be committed", reservation.request_id, "reserve again")
+            release_id, cache_key = done
             payload = {
                 "charge": charge_id,
                 "release": int(release_id),
@@ -292,7 +325,7 @@ class Ledger(StewardOps):
             int(release_id),
             charge_id,
             reservation.dataset,
-            row[0][2],
+            cache_key,
             json.loads(value_json),
             record.mechanism,
             record.mechanism_version,
@@ -334,17 +367,7 @@ class Ledger(StewardOps):
                     "call fail(..., data_accessed=True): the earlier attempt may have read data",
                 )
             tx.execute("UPDATE charges SET state = 'refunded', updated_at = ? WHERE id = ?", (now, charge_id))
-            for budget_id, a, b in json.loads(row[6]):
-                budget = budgets[int(budget_id)]
-                if budget.mode == "pld":  # composition is not a sum: recompute without this charge
-                    eps = pld_spent(tx, dataset_id, budget, budget.cap[1])
-                    new = (eps, budget.cap[1]) if eps > 0 else (Fraction(0), Fraction(0))
-                else:
-                    new = (budget.spent[0] - parse_frac(a), budget.spent[1] - parse_frac(b))
-                tx.execute(
-                    "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?",
-                    (frac_text(new[0]), frac_text(new[1]), budget.id),
-                )
+            refund(tx, dataset_id, budgets, row)
             _audit.append(tx, at=_iso(now), event="fail", payload={"charge": charge_id, "refunded": True})
 
     # ------------------------------------------------------------------ reads

@@ -15,6 +15,7 @@ from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger._amounts import Mode, Pair, as_loss, canonical_json, frac_text, in_mode, loss_to_json, parse_frac
 from dpsense.ledger._backends import Row, Tx
 from dpsense.ledger._events import composed_epsilon, missing_event
+from dpsense.ledger._partitions import GroupCharge, add, part_spends, refuse_pld, scoped_cost
 from dpsense.ledger._types import Reservation, Scope, StoredRelease
 
 BUDGET_COLS = "id, scope_kind, scope_value, period_start, period_end, mode, cap_a, cap_b, spent_a, spent_b"
@@ -22,7 +23,7 @@ RELEASE_COLS = (
     "r.id, r.charge_id, d.name, r.cache_key, r.value_json, r.mechanism, r.mechanism_version, "
     "r.parameters_json, r.privacy_unit, r.adjacency, r.code_version"
 )
-CHARGE_COLS = "id, dataset_id, state, loss, family, cache_key, debits, owner, event"
+CHARGE_COLS = "id, dataset_id, state, loss, family, cache_key, debits, owner, event, partition_id, part"
 #: Charge states whose amount counts against a budget (``_states.SPENT_STATES``), as SQL.
 SPENT_SQL = "('reserved', 'committed', 'failed', 'abandoned')"
 
@@ -49,10 +50,15 @@ def remaining(b: BudgetRow) -> Pair:
     return max(Fraction(0), b.cap[0] - b.spent[0]), max(Fraction(0), b.cap[1] - b.spent[1])
 
 
-def in_scope(tx: Tx, dataset_id: int, scope: Scope, *, cols: str = "id, state, loss, event") -> list[Row]:
-    """Every charge of the dataset that counts (spent states) and falls in ``scope``."""
+def in_scope(
+    tx: Tx, dataset_id: int, scope: Scope, *, cols: str = "id, state, loss, event", partition_id: int | None = None
+) -> list[Row]:
+    """Every charge of the dataset that counts (spent states) and falls in ``scope`` (and group)."""
     sql = f"SELECT {cols} FROM charges WHERE dataset_id = ? AND state IN {SPENT_SQL}"
     params: list[object] = [dataset_id]
+    if partition_id is not None:
+        sql += " AND partition_id = ?"
+        params.append(partition_id)
     if scope.kind in ("analyst", "family"):
         sql += f" AND {scope.kind} = ?"
         params.append(scope.value)
@@ -67,16 +73,31 @@ def pld_spent(tx: Tx, dataset_id: int, b: BudgetRow, delta: Fraction, extra: Pld
     return composed_epsilon(str(b.scope), in_scope(tx, dataset_id, b.scope, cols="id, event"), delta, extra)
 
 
-def debit(tx: Tx, budgets: list[BudgetRow], loss: PrivacyLoss, *, dataset_id: int, event: PldEvent | None) -> str:
-    """Check every locked scope, then debit them all; returns the debits as JSON for refunds.
+Plan = list[tuple[BudgetRow, Pair]]
 
-    Basic and zCDP scopes add the loss exactly. A PLD scope recomputes the composition of the
-    events already charged in its scope plus ``event`` (inside this locking transaction) and
-    refuses when the composed ε at the cap's δ would exceed the cap's ε.
+
+def plan_debits(
+    tx: Tx,
+    budgets: list[BudgetRow],
+    loss: PrivacyLoss,
+    *,
+    dataset_id: int,
+    event: PldEvent | None,
+    group: GroupCharge | None = None,
+) -> Plan:
+    """Check every locked scope and return each one's new spend; writes nothing.
+
+    Basic and zCDP scopes add the loss exactly, or, for a charge in a partition ``group``, replace
+    the group's composed cost in the scope by its cost with this charge added (``_partitions``). A
+    PLD scope recomputes the composition of the events already charged in its scope plus ``event``
+    (inside this locking transaction) and refuses when the composed ε at the cap's δ would exceed
+    the cap's ε; it refuses partitioned charges.
     """
-    plan: list[tuple[BudgetRow, Pair]] = []
+    plan: Plan = []
     for b in budgets:
         if b.mode == "pld":
+            if group is not None:
+                raise refuse_pld(b.scope)
             if event is None:
                 raise missing_event(str(b.scope), "this request has no event")
             eps = pld_spent(tx, dataset_id, b, b.cap[1], event)
@@ -86,16 +107,49 @@ def debit(tx: Tx, budgets: list[BudgetRow], loss: PrivacyLoss, *, dataset_id: in
             plan.append((b, (eps, b.cap[1])))
             continue
         amount = in_mode(loss, b.mode)
-        new = (b.spent[0] + amount[0], b.spent[1] + amount[1])
+        if group is None:
+            new = (b.spent[0] + amount[0], b.spent[1] + amount[1])
+        else:
+            old = group_spends(tx, dataset_id, b, group.partition_id)
+            new = scoped_cost(b.spent, old, add(old, group.part, amount), group.span)
         if not (new[0] <= b.cap[0] and new[1] <= b.cap[1]):
-            raise BudgetExhausted(str(b.scope), as_loss(amount, b.mode), as_loss(remaining(b), b.mode))
+            cost = (new[0] - b.spent[0], new[1] - b.spent[1])
+            raise BudgetExhausted(str(b.scope), as_loss(cost, b.mode), as_loss(remaining(b), b.mode))
         plan.append((b, new))
-    for b, new in plan:
+    return plan
+
+
+def debits_json(plan: Plan) -> str:
+    """A plan's debits (budget id, amounts added) as JSON, stored on the charge for refunds."""
+    return canonical_json([[b.id, frac_text(new[0] - b.spent[0]), frac_text(new[1] - b.spent[1])] for b, new in plan])
+
+
+def apply_debits(tx: Tx, plan: Plan) -> str:
+    """Write a plan's new spends (one statement); returns ``debits_json(plan)``."""
+    changed = [(b, new) for b, new in plan if new != b.spent]
+    if len(changed) == 1:
+        b, new = changed[0]
         tx.send(
             "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?", (frac_text(new[0]), frac_text(new[1]), b.id)
         )
-    debits = [[b.id, frac_text(new[0] - b.spent[0]), frac_text(new[1] - b.spent[1])] for b, new in plan]
-    return canonical_json(debits)
+    elif changed:
+        cases = " ".join("WHEN ? THEN ?" for _ in changed)
+        params: list[object] = [x for b, new in changed for x in (b.id, frac_text(new[0]))]
+        params += [x for b, new in changed for x in (b.id, frac_text(new[1]))]
+        params += [b.id for b, _ in changed]
+        marks = ", ".join("?" for _ in changed)
+        tx.send(
+            f"UPDATE budgets SET spent_a = CASE id {cases} END, spent_b = CASE id {cases} END WHERE id IN ({marks})",
+            params,
+        )
+    return debits_json(plan)
+
+
+def group_spends(tx: Tx, dataset_id: int, b: BudgetRow, partition_id: int | None) -> dict[str, Pair]:
+    """Per-part spends, in ``b``'s mode, of one partition group's counted charges in ``b``'s scope."""
+    if partition_id is None:
+        return {}
+    return part_spends(in_scope(tx, dataset_id, b.scope, cols="part, loss", partition_id=partition_id), b.mode)
 
 
 def dataset_id(tx: Tx, name: str) -> int:
@@ -135,7 +189,11 @@ def charge_id_of(reservation: Reservation) -> int:
 
 
 def charge_payload(
-    charge_id: int, base: Reservation, family: str | None, event: dict[str, object] | None = None
+    charge_id: int,
+    base: Reservation,
+    family: str | None,
+    event: dict[str, object] | None = None,
+    partition: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "charge": charge_id,
@@ -147,4 +205,6 @@ def charge_payload(
     }
     if event is not None:
         payload["event"] = event
+    if partition is not None:
+        payload["partition"] = partition
     return payload

@@ -19,6 +19,11 @@ Version 2 adds PLD accounting and scope-aware sub-budgets: ``budgets.mode`` may 
 the release's event description (JSON, for PLD budgets) and ``charges.charged_at`` the time of the
 (last) debit, so that a period sub-budget created later counts exactly the charges it covers.
 
+Version 3 adds parallel composition (``_partitions``): ``partitions`` holds one declaration per
+(dataset, public rule), ``charges.partition_id`` and ``charges.part`` place a charge in one part of
+it; ``audit_head.prev_hash`` keeps the previous head so that PostgreSQL can append an audit entry in
+one statement (``_audit``).
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -157,6 +162,26 @@ MIGRATIONS: tuple[Migration, ...] = (
                 "ALTER TABLE budgets ADD CONSTRAINT budgets_mode_check CHECK (mode IN ('basic', 'zcdp', 'pld'))",
             ),
         },
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        3,
+        "parallel composition over declared partitions, one-statement audit append",
+        (
+            """CREATE TABLE partitions (
+                id {id},
+                dataset_id BIGINT NOT NULL REFERENCES datasets(id),
+                rule TEXT NOT NULL,
+                declaration TEXT NOT NULL,
+                created_at {real} NOT NULL,
+                UNIQUE (dataset_id, rule))""",
+            "ALTER TABLE charges ADD COLUMN partition_id BIGINT REFERENCES partitions(id)",
+            "ALTER TABLE charges ADD COLUMN part TEXT",
+            "CREATE INDEX charges_partition ON charges (dataset_id, partition_id)",
+            "ALTER TABLE audit_head ADD COLUMN prev_hash TEXT",
+        ),
     ),
 )
 

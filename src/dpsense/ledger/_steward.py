@@ -17,7 +17,7 @@ from dpsense.core.errors import (
     UsageError,
 )
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss
-from dpsense.ledger import _audit, _secrets
+from dpsense.ledger import _audit, _partitions, _secrets
 from dpsense.ledger._amounts import (
     Mode,
     Pair,
@@ -185,20 +185,20 @@ class StewardOps:
         """Insert a new scope counting the charges already in it; returns what it starts with spent.
 
         Reserved charges in the scope get the new budget added to their debits, so that a refund
-        by their reserving process gives it back too.
+        by their reserving process gives it back too. Charges in a partition group count with the
+        group's parallel cost (``_partitions``); PLD scopes count them sequentially (a safe bound).
         """
-        charges = in_scope(tx, dataset_id, scope, cols="id, state, loss, debits, event")
+        charges = in_scope(tx, dataset_id, scope, cols="id, state, loss, debits, partition_id, part, event")
         spent: Pair = (Fraction(0), Fraction(0))
         amounts: dict[int, Pair] = {}
-        if mode == "pld":
+        if mode == "pld":  # partitioned charges count sequentially here (an upper bound)
             eps = composed_epsilon(str(scope), charges, cap[1])
             spent = (eps, cap[1]) if eps > 0 else spent
             amounts = {int(c[0]): (Fraction(0), Fraction(0)) for c in charges}
         else:
-            for c in charges:
-                amount = in_mode(loss_from_json(json.loads(c[2])), mode)
-                amounts[int(c[0])] = amount
-                spent = (spent[0] + amount[0], spent[1] + amount[1])
+            amounts = {int(c[0]): in_mode(loss_from_json(json.loads(c[2])), mode) for c in charges}
+            listed = [(amounts[int(c[0])], None if c[4] is None else int(c[4]), c[5]) for c in charges]
+            spent = _partitions.composed(listed, _partitions.spans(tx, dataset_id))
         budget_id = self._insert_budget(tx, dataset_id, scope, mode, cap, spent)
         for c in charges:
             if c[1] == ChargeState.RESERVED.value:
