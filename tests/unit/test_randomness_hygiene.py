@@ -8,7 +8,9 @@ from pathlib import Path
 import dpsense
 
 SRC = Path(dpsense.__file__).parent
-FORBIDDEN = re.compile(r"\bnp\.random\b|\bnumpy\.random\b|^\s*import random\b|^\s*from random\b|\bsecrets\.[a-z_]", re.M)
+FORBIDDEN = re.compile(
+    r"\bnp\.random\b|\bnumpy\.random\b|^\s*import random\b|^\s*from random\b|\bsecrets\.[a-z_]", re.M
+)
 
 
 def test_no_rng_outside_the_noise_layer() -> None:

@@ -1,0 +1,73 @@
+"""Layer 2: the engine seam, the few relational steps a release runs on private data.
+
+``Engine`` is the typed protocol; ``DuckDBEngine`` the reference implementation (in-process DuckDB,
+``pip install dpsense[duckdb]``). Steps: ``register`` a source (public schema back, never counts),
+``bounded_rows`` (at most C rows and G groups per privacy unit, chosen by a secret-salted keyed hash),
+``group_aggregates`` (counts and exact fixed-point clipped sums over public keys),
+``order_statistics_window`` (clipped, padded order statistics around a rank) and ``collect`` (points
+or edges as numpy arrays). Temporary relations go away with ``drop``, ``release_scope()`` or ``close``.
+
+The engine imports no DP math (DESIGN.md, layers): it never adds noise; its outputs are unnoised and
+stay in the process until ``dpsense.mechanisms`` has run on them. The only randomness it uses is the
+caller's salt (``dpsense.noise.entropy.random_bytes``), which it never logs, stores or returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpsense.engine._errors import UnknownColumn, UnknownTable
+from dpsense.engine._protocol import Engine
+from dpsense.engine._types import (
+    Aggregate,
+    BoundedView,
+    Clip,
+    ClippedSum,
+    ColumnInfo,
+    CountRows,
+    CountUnits,
+    FixedPointSum,
+    GroupRow,
+    OrderStatisticsWindow,
+    TableInfo,
+    clip,
+    clipped_sum,
+    count_rows,
+    count_units,
+)
+
+if TYPE_CHECKING:
+    from dpsense.engine._duckdb import DuckDBEngine
+
+__all__ = [
+    "Aggregate",
+    "BoundedView",
+    "Clip",
+    "ClippedSum",
+    "ColumnInfo",
+    "CountRows",
+    "CountUnits",
+    "DuckDBEngine",
+    "Engine",
+    "FixedPointSum",
+    "GroupRow",
+    "OrderStatisticsWindow",
+    "TableInfo",
+    "UnknownColumn",
+    "UnknownTable",
+    "clip",
+    "clipped_sum",
+    "count_rows",
+    "count_units",
+]
+
+
+def __getattr__(name: str) -> object:
+    # DuckDB is an optional extra: import it only when DuckDBEngine is asked for.
+    if name == "DuckDBEngine":
+        try:
+            from dpsense.engine._duckdb import DuckDBEngine
+        except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
+            raise ImportError("DuckDBEngine needs DuckDB: pip install 'dpsense[duckdb]'") from exc
+        return DuckDBEngine
+    raise AttributeError(f"module 'dpsense.engine' has no attribute {name!r}")
