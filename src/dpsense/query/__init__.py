@@ -1,0 +1,53 @@
+"""Layer 3: the query IR. An immutable builder, checked against a public schema, yields a frozen IR.
+
+``Query(dataset).filter(...).group_by(...).agg(name=mean("col"), ...).build(schema)`` returns a
+``QueryIR`` in normal form, whose ``canonical()`` text and ``fingerprint()`` are equal for queries that
+mean the same thing (reordered filters or aggregates, equivalent numeric spellings, repeated filters,
+reordered ``in`` lists) and differ otherwise. Only public facts enter: the schema's declared kinds,
+bounds and keys, and the literals the analyst wrote.
+"""
+
+from dpsense.query._aggregates import (
+    Aggregate,
+    AggregateKind,
+    count,
+    count_units,
+    histogram,
+    mean,
+    median,
+    min_distance,
+    quantile,
+    sum,
+    triangle_count,
+    trimmed_mean,
+    variance,
+)
+from dpsense.query._builder import Query
+from dpsense.query._ir import CANONICAL_VERSION, AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
+from dpsense.query._schema import Column, ColumnKind, Schema
+
+__all__ = [
+    "CANONICAL_VERSION",
+    "Aggregate",
+    "AggregateIR",
+    "AggregateKind",
+    "Column",
+    "ColumnKind",
+    "FilterIR",
+    "FilterOp",
+    "GroupByIR",
+    "Query",
+    "QueryIR",
+    "Schema",
+    "count",
+    "count_units",
+    "histogram",
+    "mean",
+    "median",
+    "min_distance",
+    "quantile",
+    "sum",
+    "triangle_count",
+    "trimmed_mean",
+    "variance",
+]

@@ -1,0 +1,252 @@
+"""Aggregate constructors: what the analyst asks for, checked for everything that needs no schema.
+
+Each constructor returns a frozen ``Aggregate``. Options shared by the statistics:
+
+* ``max_rows_per_unit``: the per-statistic contribution bound (an int >= 1; ``None`` = the dataset's);
+* ``bounds=(L, U)``: a clipping override of the column's declared public bounds;
+* ``mechanism``: the analyst's explicit choice, stored as given and judged later by the planner.
+
+Numbers are held as exact fractions, so ``quantile("age", 0.5)`` and ``quantile("age", "1/2")``
+build equal objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from fractions import Fraction
+
+from dpsense.core.errors import UsageError
+from dpsense.query._schema import Bounds, check_bounds
+from dpsense.query._values import PublicValue, exact, positive_int
+
+
+class AggregateKind(str, Enum):
+    """The statistic an aggregate computes."""
+
+    COUNT = "count"
+    COUNT_UNITS = "count_units"
+    SUM = "sum"
+    MEAN = "mean"
+    VARIANCE = "variance"
+    MEDIAN = "median"
+    QUANTILE = "quantile"
+    HISTOGRAM = "histogram"
+    TRIMMED_MEAN = "trimmed_mean"
+    MIN_DISTANCE = "min_distance"
+    TRIANGLE_COUNT = "triangle_count"
+
+
+#: Statistics over one numeric column, which need public bounds (declared or overridden).
+NUMERIC_KINDS = frozenset(
+    {
+        AggregateKind.SUM,
+        AggregateKind.MEAN,
+        AggregateKind.VARIANCE,
+        AggregateKind.MEDIAN,
+        AggregateKind.QUANTILE,
+        AggregateKind.TRIMMED_MEAN,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One requested statistic, before it is checked against a schema.
+
+    ``keys`` is the raw public key list of a histogram (normalised once the column's kind is known).
+    """
+
+    kind: AggregateKind
+    columns: tuple[str, ...] = ()
+    bounds: Bounds | None = None
+    max_rows_per_unit: int | None = None
+    mechanism: str | None = None
+    q: Fraction | None = None
+    trim_fraction: Fraction | None = None
+    keys: tuple[PublicValue, ...] | None = None
+
+
+def _make(
+    kind: AggregateKind,
+    columns: Sequence[str] = (),
+    *,
+    bounds: object = None,
+    max_rows_per_unit: object = None,
+    mechanism: object = None,
+    q: Fraction | None = None,
+    trim_fraction: Fraction | None = None,
+    keys: tuple[PublicValue, ...] | None = None,
+) -> Aggregate:
+    for col in columns:
+        if not isinstance(col, str) or not col:
+            raise UsageError(f"{kind.value} needs column names as strings", col, "pass the column's name")
+    if mechanism is not None and (not isinstance(mechanism, str) or not mechanism):
+        raise UsageError("mechanism must be a mechanism's name", mechanism, "pass e.g. mechanism='laplace' or omit it")
+    return Aggregate(
+        kind=kind,
+        columns=tuple(columns),
+        bounds=None if bounds is None else check_bounds(bounds, what=f"{kind.value} bounds"),
+        max_rows_per_unit=None
+        if max_rows_per_unit is None
+        else positive_int(max_rows_per_unit, what="max_rows_per_unit", example="max_rows_per_unit=30"),
+        mechanism=mechanism,
+        q=q,
+        trim_fraction=trim_fraction,
+        keys=keys,
+    )
+
+
+def count(*, max_rows_per_unit: int | None = None, mechanism: str | None = None) -> Aggregate:
+    """The number of rows (each unit contributing at most ``max_rows_per_unit`` of them)."""
+    return _make(AggregateKind.COUNT, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
+
+
+def count_units(*, mechanism: str | None = None) -> Aggregate:
+    """The number of distinct privacy units."""
+    return _make(AggregateKind.COUNT_UNITS, mechanism=mechanism)
+
+
+def _numeric(
+    kind: AggregateKind,
+    column: str,
+    bounds: tuple[PublicValue, PublicValue] | None,
+    max_rows_per_unit: int | None,
+    mechanism: str | None,
+    q: Fraction | None = None,
+    trim_fraction: Fraction | None = None,
+) -> Aggregate:
+    return _make(
+        kind,
+        (column,),
+        bounds=bounds,
+        max_rows_per_unit=max_rows_per_unit,
+        mechanism=mechanism,
+        q=q,
+        trim_fraction=trim_fraction,
+    )
+
+
+def sum(  # shadows the builtin on purpose: the statistic's own name, as in dp.sum("hours")
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The sum of a numeric column, each value clipped to the public bounds."""
+    return _numeric(AggregateKind.SUM, column, bounds, max_rows_per_unit, mechanism)
+
+
+def mean(
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The mean of a numeric column, each value clipped to the public bounds."""
+    return _numeric(AggregateKind.MEAN, column, bounds, max_rows_per_unit, mechanism)
+
+
+def variance(
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The variance of a numeric column, each value clipped to the public bounds."""
+    return _numeric(AggregateKind.VARIANCE, column, bounds, max_rows_per_unit, mechanism)
+
+
+def median(
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The median of a numeric column, searched within the public bounds."""
+    return _numeric(AggregateKind.MEDIAN, column, bounds, max_rows_per_unit, mechanism)
+
+
+def quantile(
+    column: str,
+    q: PublicValue,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The ``q``-quantile (0 <= q <= 1) of a numeric column, searched within the public bounds."""
+    exact_q = exact(q, what="quantile q")
+    if not 0 <= exact_q <= 1:
+        raise UsageError("quantile q must lie in [0, 1]", q, "pass q between 0 and 1, e.g. 0.9 for the 90th percentile")
+    return _numeric(AggregateKind.QUANTILE, column, bounds, max_rows_per_unit, mechanism, q=exact_q)
+
+
+def trimmed_mean(
+    column: str,
+    trim_fraction: PublicValue,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The mean after dropping ``trim_fraction`` (0 <= t < 1/2) of the rows from each tail."""
+    exact_t = exact(trim_fraction, what="trim_fraction")
+    if not 0 <= exact_t < Fraction(1, 2):
+        raise UsageError("trim_fraction must lie in [0, 1/2)", trim_fraction, "pass e.g. trim_fraction=0.1")
+    return _numeric(AggregateKind.TRIMMED_MEAN, column, bounds, max_rows_per_unit, mechanism, trim_fraction=exact_t)
+
+
+def histogram(
+    column: str,
+    keys: Iterable[PublicValue] | None = None,
+    *,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """Counts per value of a categorical column; ``keys=None`` uses the declared keys, else selects privately."""
+    if keys is not None and (isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable)):
+        raise UsageError("histogram keys must be a list of values", keys, "pass keys=['a', 'b'] or omit them")
+    raw = None if keys is None else tuple(keys)
+    return _make(AggregateKind.HISTOGRAM, (column,), max_rows_per_unit=max_rows_per_unit, mechanism=mechanism, keys=raw)
+
+
+def min_distance(
+    point_cols: Sequence[str],
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The smallest distance between two points whose coordinates are the ``point_cols``."""
+    cols = _column_list(point_cols, "min_distance point_cols", minimum=1)
+    return _make(
+        AggregateKind.MIN_DISTANCE, cols, bounds=bounds, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism
+    )
+
+
+def triangle_count(
+    edge_cols: Sequence[str],
+    *,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The number of triangles in the graph whose edges are the (source, target) ``edge_cols``."""
+    cols = _column_list(edge_cols, "triangle_count edge_cols", minimum=2)
+    if len(cols) != 2:
+        raise UsageError("triangle_count needs exactly two edge columns", cols, "pass (source, target) columns")
+    return _make(AggregateKind.TRIANGLE_COUNT, cols, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
+
+
+def _column_list(columns: object, what: str, *, minimum: int) -> tuple[str, ...]:
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
+        raise UsageError(f"{what} must be a list of column names", columns, "pass e.g. ['x', 'y']")
+    cols = tuple(columns)
+    if len(cols) < minimum or len(set(cols)) != len(cols):
+        raise UsageError(f"{what} must list at least {minimum} distinct columns", cols, "list each column once")
+    return cols

@@ -1,0 +1,228 @@
+"""The immutable query builder and its validation against a schema.
+
+Every builder call returns a new ``Query``; nothing is mutated, so a partial query can be shared and
+extended in two directions safely. ``build(schema)`` checks the query against the public schema and
+returns the normalised ``QueryIR``; every refusal is a ``UsageError`` naming the rule, the offending
+value (a column name or a literal of the query, never data) and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import cast
+
+from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
+from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
+from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
+from dpsense.query._schema import Bounds, Column, ColumnKind, Schema
+from dpsense.query._values import PublicValue, Value, normalise, normalise_set, positive_int
+
+_FILTERABLE = frozenset({ColumnKind.NUMERIC, ColumnKind.INTEGER, ColumnKind.CATEGORICAL})
+_GROUPABLE = frozenset({ColumnKind.INTEGER, ColumnKind.CATEGORICAL})
+_ORDERING = frozenset({FilterOp.LT, FilterOp.LE, FilterOp.GT, FilterOp.GE})
+
+
+@dataclass(frozen=True)
+class _Filter:
+    column: str
+    op: FilterOp
+    value: PublicValue | tuple[PublicValue, ...]
+
+
+@dataclass(frozen=True)
+class _GroupBy:
+    column: str
+    keys: tuple[PublicValue, ...] | None
+
+
+@dataclass(frozen=True)
+class Query:
+    """An immutable query over one dataset: filters, groupings and named aggregates.
+
+    Example::
+
+        q = Query("events").filter("age", ">=", 18).group_by("region", keys=["north", "south"])
+        ir = q.agg(people=count_units(), mean_hours=mean("hours")).build(schema)
+    """
+
+    dataset: str
+    _filters: tuple[_Filter, ...] = ()
+    _group_by: tuple[_GroupBy, ...] = ()
+    _max_groups_per_unit: int | None = None
+    _aggregates: tuple[tuple[str, Aggregate], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise UsageError("a query needs the dataset's name", self.dataset, "pass Query('events')")
+
+    def filter(self, column: str, op: str, value: PublicValue | Iterable[PublicValue]) -> Query:
+        """Keep rows where ``column op value`` holds, for a public literal ``value``."""
+        try:
+            parsed = FilterOp(op)
+        except ValueError:
+            choices = ", ".join(o.value for o in FilterOp)
+            raise UsageError("filter op must be a public comparison", op, f"use one of: {choices}") from None
+        if parsed is FilterOp.IN:
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                raise UsageError("an 'in' filter needs a list of values", value, "pass e.g. ['a', 'b']")
+            stored: PublicValue | tuple[PublicValue, ...] = tuple(value)
+        elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            stored = cast("PublicValue", value)  # its type is judged against the column at build()
+        else:
+            raise UsageError(f"a {op!r} filter compares with one value", value, "use op='in' for a list")
+        return replace(self, _filters=(*self._filters, _Filter(column, parsed, stored)))
+
+    def group_by(self, column: str, *, keys: Iterable[PublicValue] | None = None) -> Query:
+        """Group by ``column``; public ``keys`` (or the schema's) avoid a private partition selection."""
+        if keys is not None and (isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable)):
+            raise UsageError("group_by keys must be a list of values", keys, "pass keys=['a', 'b'] or omit them")
+        raw = None if keys is None else tuple(keys)
+        return replace(self, _group_by=(*self._group_by, _GroupBy(column, raw)))
+
+    def max_groups_per_unit(self, k: int) -> Query:
+        """Bound how many groups one privacy unit may contribute to."""
+        bound = positive_int(k, what="max_groups_per_unit", example="max_groups_per_unit(3)")
+        return replace(self, _max_groups_per_unit=bound)
+
+    def agg(self, **aggregates: Aggregate) -> Query:
+        """Add named statistics; the keyword order does not matter."""
+        for name, aggregate in aggregates.items():
+            if not isinstance(aggregate, Aggregate):
+                raise UsageError(
+                    "agg() takes aggregates built by count(), sum(), mean(), ...", name, f"pass {name}=mean('col')"
+                )
+        return replace(self, _aggregates=(*self._aggregates, *aggregates.items()))
+
+    def build(self, schema: Schema) -> QueryIR:
+        """Check the query against ``schema`` and return its normalised, frozen IR."""
+        if not isinstance(schema, Schema):
+            raise UsageError("build() needs the dataset's Schema", type(schema).__name__, "pass a dpsense Schema")
+        filters = {_resolve_filter(f, schema) for f in self._filters}
+        groups = _resolve_groups(self._group_by, schema)
+        if self._max_groups_per_unit is not None and not groups:
+            raise UsageError("max_groups_per_unit needs a group_by", self._max_groups_per_unit, "add group_by(...)")
+        return QueryIR(
+            dataset=self.dataset,
+            filters=tuple(sorted(filters, key=lambda f: json.dumps(f.to_json(), sort_keys=True))),
+            group_by=groups,
+            max_groups_per_unit=self._max_groups_per_unit,
+            aggregates=_resolve_aggregates(self._aggregates, groups, schema),
+        )
+
+
+def _resolve_filter(spec: _Filter, schema: Schema) -> FilterIR:
+    column = schema.column(spec.column)
+    if column.kind not in _FILTERABLE:
+        raise UnsupportedRequest(
+            f"filters apply to numeric, integer or categorical columns, not {column.kind.value}",
+            column.name,
+            "filter on another column",
+        )
+    if spec.op in _ORDERING and not column.kind.is_numeric:
+        raise UsageError(f"{spec.op.value!r} compares numbers only", column.name, "use '==', '!=' or 'in'")
+    numeric = column.kind.is_numeric
+    what = f"filter value for {column.name!r}"
+    if isinstance(spec.value, tuple):
+        values = normalise_set(spec.value, numeric=numeric, what=what)
+        if len(values) == 1:  # `x in [v]` is `x == v`
+            return FilterIR(column.name, FilterOp.EQ, values[0])
+        return FilterIR(column.name, FilterOp.IN, values)
+    return FilterIR(column.name, spec.op, normalise(spec.value, numeric=numeric, what=what))
+
+
+def _resolve_groups(specs: tuple[_GroupBy, ...], schema: Schema) -> tuple[GroupByIR, ...]:
+    resolved: dict[str, GroupByIR] = {}
+    for spec in specs:
+        column = schema.column(spec.column)
+        if column.kind not in _GROUPABLE:
+            raise UnsupportedRequest(
+                f"group_by needs a categorical or integer column, not {column.kind.value}",
+                column.name,
+                "group by a categorical column",
+            )
+        if column.name in resolved:
+            raise UsageError("each column is grouped by once", column.name, "remove the repeated group_by")
+        resolved[column.name] = GroupByIR(column.name, _keys(spec.keys, column))
+    return tuple(resolved[name] for name in sorted(resolved))
+
+
+def _keys(keys: tuple[PublicValue, ...] | None, column: Column) -> tuple[Value, ...] | None:
+    if keys is None:
+        return column.keys  # the declared public keys, or None: private partition selection
+    return normalise_set(keys, numeric=column.kind.is_numeric, what=f"keys of {column.name!r}")
+
+
+def _resolve_aggregates(
+    specs: tuple[tuple[str, Aggregate], ...], groups: tuple[GroupByIR, ...], schema: Schema
+) -> tuple[AggregateIR, ...]:
+    if not specs:
+        raise UsageError("a query needs at least one aggregate", "no agg()", "add .agg(n=count())")
+    taken = {g.column for g in groups}
+    resolved = []
+    for name, spec in specs:
+        if name in taken:
+            raise UsageError("output names must be unique (and differ from group_by columns)", name, "rename it")
+        taken.add(name)
+        resolved.append(_resolve_aggregate(name, spec, schema))
+    return tuple(sorted(resolved, key=lambda a: a.name))
+
+
+def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateIR:
+    kind = spec.kind
+    columns = tuple(schema.column(c) for c in spec.columns)
+    bounds: tuple[Bounds, ...] = ()
+    keys: tuple[Value, ...] | None = None
+    if kind is AggregateKind.COUNT_UNITS and schema.unit_column is None:
+        raise UnsupportedRequest(
+            "count_units needs a privacy-unit column in the schema", name, "declare a 'unit' column or use count()"
+        )
+    if kind in NUMERIC_KINDS:
+        _require_kind(name, kind, columns, lambda k: k.is_numeric, "a numeric or integer")
+        bounds = _bounds(name, kind, columns, spec.bounds)
+    elif kind is AggregateKind.HISTOGRAM:
+        _require_kind(name, kind, columns, lambda k: k in _GROUPABLE, "a categorical or integer")
+        keys = _keys(spec.keys, columns[0])
+    elif kind is AggregateKind.MIN_DISTANCE:
+        _require_kind(name, kind, columns, lambda k: k is ColumnKind.POINT, "point")
+        bounds = _bounds(name, kind, columns, spec.bounds)
+    elif kind is AggregateKind.TRIANGLE_COUNT:
+        _require_kind(name, kind, columns, lambda k: k is ColumnKind.EDGE, "edge")
+    return AggregateIR(
+        name=name,
+        kind=kind,
+        columns=spec.columns,
+        bounds=bounds,
+        max_rows_per_unit=spec.max_rows_per_unit,
+        mechanism=spec.mechanism,
+        q=spec.q,
+        trim_fraction=spec.trim_fraction,
+        keys=keys,
+    )
+
+
+def _require_kind(
+    name: str, kind: AggregateKind, columns: tuple[Column, ...], ok: Callable[[ColumnKind], bool], wanted: str
+) -> None:
+    for column in columns:
+        if not ok(column.kind):
+            raise UsageError(
+                f"{kind.value} ({name}) needs {wanted} column, and {column.name!r} is {column.kind.value}",
+                column.name,
+                f"pick {wanted} column",
+            )
+
+
+def _bounds(name: str, kind: AggregateKind, columns: tuple[Column, ...], override: Bounds | None) -> tuple[Bounds, ...]:
+    out = []
+    for column in columns:
+        effective = override if override is not None else column.bounds
+        if effective is None:
+            raise InvalidBounds(
+                f"{kind.value} ({name}) needs public bounds for {column.name!r}",
+                column.name,
+                f"declare bounds for {column.name!r} when registering the dataset, or pass bounds=(L, U)",
+            )
+        out.append(effective)
+    return tuple(out)

@@ -1,0 +1,169 @@
+"""The frozen query IR and its canonical form.
+
+``Query.build(schema)`` produces a ``QueryIR`` already in normal form: filters deduplicated and
+sorted, ``in`` lists deduplicated and sorted, group-by columns and keys sorted in a type-stable way,
+aggregates sorted by output name, every number an exact fraction and every bound resolved from the
+schema or the override. So two queries that mean the same thing build *equal* IR objects, and
+``canonical()`` is only their serialisation: JSON with sorted keys and numbers rendered ``"n/d"``.
+``fingerprint()`` is the SHA-256 of that text, the key under which a release is stored
+(DESIGN invariant 5: same canonical query, same bounds, same mechanism version = same release).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import Enum
+from fractions import Fraction
+
+from dpsense.query._aggregates import AggregateKind
+from dpsense.query._schema import Bounds
+from dpsense.query._values import Tagged, Value, rational, tagged
+
+#: Bumped whenever the canonical form changes, so old fingerprints never collide with new meanings.
+CANONICAL_VERSION = 1
+
+
+class FilterOp(str, Enum):
+    """The public comparisons a filter may use."""
+
+    EQ = "=="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    IN = "in"
+
+
+class _ComparedByCanonicalForm:
+    """Equality and hashing through the canonical JSON, which keeps ``True``, ``1`` and ``"1"`` apart.
+
+    Plain dataclass equality would not: in Python ``True == 1 == Fraction(1)`` with equal hashes.
+    """
+
+    def to_json(self) -> object:
+        raise NotImplementedError
+
+    def _text(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self) and isinstance(other, _ComparedByCanonicalForm) and other._text() == self._text()
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._text())
+
+
+@dataclass(frozen=True, eq=False)
+class FilterIR(_ComparedByCanonicalForm):
+    """``column op value``; ``value`` is a sorted, deduplicated tuple for ``in``."""
+
+    column: str
+    op: FilterOp
+    value: Value | tuple[Value, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """The canonical JSON object of this filter."""
+        value = [tagged(v) for v in self.value] if isinstance(self.value, tuple) else tagged(self.value)
+        return {"column": self.column, "op": self.op.value, "value": value}
+
+
+@dataclass(frozen=True, eq=False)
+class GroupByIR(_ComparedByCanonicalForm):
+    """A grouping column; ``keys is None`` means the groups must be selected privately."""
+
+    column: str
+    keys: tuple[Value, ...] | None
+
+    @property
+    def needs_partition_selection(self) -> bool:
+        """True when no public key list exists, so a private partition selection must run."""
+        return self.keys is None
+
+    def to_json(self) -> dict[str, object]:
+        """The canonical JSON object of this grouping."""
+        return {"column": self.column, "keys": _keys_json(self.keys)}
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateIR(_ComparedByCanonicalForm):
+    """One statistic resolved against the schema.
+
+    ``bounds`` holds the effective public bounds of each column in ``columns`` (the override if given,
+    else the declared bounds), and is empty for statistics that need none. For a histogram, ``keys``
+    is the public key list, or ``None`` when the keys must be selected privately.
+    """
+
+    name: str
+    kind: AggregateKind
+    columns: tuple[str, ...]
+    bounds: tuple[Bounds, ...]
+    max_rows_per_unit: int | None
+    mechanism: str | None
+    q: Fraction | None
+    trim_fraction: Fraction | None
+    keys: tuple[Value, ...] | None
+
+    @property
+    def needs_partition_selection(self) -> bool:
+        """True for a histogram without public keys."""
+        return self.kind is AggregateKind.HISTOGRAM and self.keys is None
+
+    def to_json(self) -> dict[str, object]:
+        """The canonical JSON object of this statistic."""
+        return {
+            "name": self.name,
+            "kind": self.kind.value,
+            "columns": list(self.columns),
+            "bounds": [[rational(lo), rational(hi)] for lo, hi in self.bounds],
+            "max_rows_per_unit": self.max_rows_per_unit,
+            "mechanism": self.mechanism,
+            "q": None if self.q is None else rational(self.q),
+            "trim_fraction": None if self.trim_fraction is None else rational(self.trim_fraction),
+            "keys": _keys_json(self.keys),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class QueryIR(_ComparedByCanonicalForm):
+    """A validated query in normal form: hashable, comparable, and with one canonical text."""
+
+    dataset: str
+    filters: tuple[FilterIR, ...]
+    group_by: tuple[GroupByIR, ...]
+    max_groups_per_unit: int | None
+    aggregates: tuple[AggregateIR, ...]
+
+    @property
+    def needs_partition_selection(self) -> bool:
+        """True when some grouping or histogram has no public keys."""
+        return any(g.needs_partition_selection for g in self.group_by) or any(
+            a.needs_partition_selection for a in self.aggregates
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The canonical JSON document of the whole query."""
+        return {
+            "version": CANONICAL_VERSION,
+            "dataset": self.dataset,
+            "filters": [f.to_json() for f in self.filters],
+            "group_by": [g.to_json() for g in self.group_by],
+            "max_groups_per_unit": self.max_groups_per_unit,
+            "aggregates": [a.to_json() for a in self.aggregates],
+        }
+
+    def canonical(self) -> str:
+        """The canonical JSON text: sorted keys, no whitespace, numbers as exact ``"n/d"`` strings."""
+        return self._text()
+
+    def fingerprint(self) -> str:
+        """The SHA-256 hex digest of ``canonical()``."""
+        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
+
+
+def _keys_json(keys: tuple[Value, ...] | None) -> list[Tagged] | None:
+    return None if keys is None else [tagged(k) for k in keys]

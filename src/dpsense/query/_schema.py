@@ -1,0 +1,157 @@
+"""The public description of a dataset that queries are checked against.
+
+A dataset registration provides it: each column's kind, the declared public bounds of numeric columns
+and the declared public keys of categorical ones. Nothing here is read from the data; bounds and keys
+are facts the data steward states (choosing them from the data would itself be a release).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from fractions import Fraction
+
+from dpsense.core.errors import InvalidBounds, UsageError
+from dpsense.query._values import PublicValue, Value, exact, normalise_set
+
+Bounds = tuple[Fraction, Fraction]
+
+
+class ColumnKind(str, Enum):
+    """What a column holds, which decides the statistics it supports."""
+
+    NUMERIC = "numeric"
+    INTEGER = "integer"
+    CATEGORICAL = "categorical"
+    UNIT = "unit"
+    POINT = "point"
+    EDGE = "edge"
+
+    @classmethod
+    def parse(cls, value: ColumnKind | str, *, column: str) -> ColumnKind:
+        """Accept a kind or its name, refusing anything else with the list of choices."""
+        if isinstance(value, ColumnKind):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            choices = ", ".join(k.value for k in cls)
+            raise UsageError(f"column {column!r} has an unknown kind", value, f"use one of: {choices}") from None
+
+    @property
+    def is_numeric(self) -> bool:
+        """True for kinds that sums, means and quantiles accept."""
+        return self in (ColumnKind.NUMERIC, ColumnKind.INTEGER)
+
+
+#: Kinds whose declared bounds make sense (coordinates of points are bounded too).
+BOUNDED_KINDS = frozenset({ColumnKind.NUMERIC, ColumnKind.INTEGER, ColumnKind.POINT})
+
+
+def check_bounds(bounds: object, *, what: str) -> Bounds:
+    """A ``(L, U)`` pair as exact fractions with ``L <= U``, or ``InvalidBounds``."""
+    if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Iterable):
+        raise InvalidBounds(f"{what} must be a pair (L, U)", bounds, "pass bounds=(lower, upper)")
+    pair = tuple(bounds)
+    if len(pair) != 2:
+        raise InvalidBounds(f"{what} must be a pair (L, U)", pair, "pass bounds=(lower, upper)")
+    lower = exact(pair[0], what=f"lower {what}", error=InvalidBounds)
+    upper = exact(pair[1], what=f"upper {what}", error=InvalidBounds)
+    if lower > upper:
+        raise InvalidBounds(f"{what} are reversed: L must be <= U", pair, f"swap them: ({pair[1]!r}, {pair[0]!r})")
+    return (lower, upper)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, kind, declared public bounds (numeric) or public keys (categorical)."""
+
+    name: str
+    kind: ColumnKind
+    bounds: Bounds | None = None
+    keys: tuple[Value, ...] | None = None
+
+
+class Schema:
+    """Column name -> kind, with declared public bounds and keys; immutable and hashable.
+
+    Example::
+
+        Schema({"person_id": "unit", "hours": "numeric", "region": "categorical"},
+               bounds={"hours": (0, 24)}, keys={"region": ["north", "south"]})
+    """
+
+    __slots__ = ("_columns", "_unit")
+
+    def __init__(
+        self,
+        columns: Mapping[str, ColumnKind | str],
+        *,
+        bounds: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
+        keys: Mapping[str, Iterable[PublicValue]] | None = None,
+    ) -> None:
+        kinds = {self._name(n): ColumnKind.parse(k, column=n) for n, k in columns.items()}
+        if not kinds:
+            raise UsageError("a schema needs at least one column", {}, "declare the dataset's columns and kinds")
+        declared_bounds = {n: check_bounds(b, what=f"bounds of {n!r}") for n, b in (bounds or {}).items()}
+        declared_keys = {}
+        for name, values in (keys or {}).items():
+            kind = self._known(kinds, name, "keys")
+            if kind not in (ColumnKind.CATEGORICAL, ColumnKind.INTEGER):
+                raise UsageError("public keys belong to categorical or integer columns", name, "drop these keys")
+            declared_keys[name] = normalise_set(values, numeric=kind.is_numeric, what=f"keys of {name!r}")
+        for name in declared_bounds:
+            if self._known(kinds, name, "bounds") not in BOUNDED_KINDS:
+                raise UsageError("bounds belong to numeric, integer or point columns", name, "drop these bounds")
+        units = sorted(n for n, k in kinds.items() if k is ColumnKind.UNIT)
+        if len(units) > 1:
+            raise UsageError("a schema has at most one privacy-unit column", units, "keep one column of kind 'unit'")
+        self._unit = units[0] if units else None
+        self._columns = {
+            n: Column(n, k, declared_bounds.get(n), declared_keys.get(n)) for n, k in sorted(kinds.items())
+        }
+
+    @staticmethod
+    def _name(name: object) -> str:
+        if not isinstance(name, str) or not name:
+            raise UsageError("column names must be non-empty strings", name, "name every column")
+        return name
+
+    @staticmethod
+    def _known(kinds: Mapping[str, ColumnKind], name: str, what: str) -> ColumnKind:
+        if name not in kinds:
+            raise UsageError(f"{what} name a column the schema does not declare", name, "declare the column first")
+        return kinds[name]
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """Every column, sorted by name."""
+        return tuple(self._columns.values())
+
+    @property
+    def unit_column(self) -> str | None:
+        """The privacy-unit column, or ``None`` when each row is its own unit."""
+        return self._unit
+
+    def column(self, name: str) -> Column:
+        """The named column, or a UsageError listing the known ones."""
+        try:
+            return self._columns[name]
+        except (KeyError, TypeError):
+            known = ", ".join(self._columns)
+            raise UsageError(
+                "the query names a column the schema does not declare", name, f"use one of: {known}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Schema) and self.columns == other.columns
+
+    def __hash__(self) -> int:
+        return hash(self.columns)
+
+    def __repr__(self) -> str:
+        return f"Schema({', '.join(f'{c.name}:{c.kind.value}' for c in self.columns)})"
