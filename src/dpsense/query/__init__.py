@@ -25,6 +25,7 @@ from dpsense.query._aggregates import (
 from dpsense.query._builder import Query
 from dpsense.query._ir import CANONICAL_VERSION, AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
 from dpsense.query._schema import Column, ColumnKind, Schema
+from dpsense.query.planner import Plan, PlanStep, StepPart, assert_loss_equals, plan
 
 __all__ = [
     "CANONICAL_VERSION",
@@ -36,15 +37,20 @@ __all__ = [
     "FilterIR",
     "FilterOp",
     "GroupByIR",
+    "Plan",
+    "PlanStep",
     "Query",
     "QueryIR",
     "Schema",
+    "StepPart",
+    "assert_loss_equals",
     "count",
     "count_units",
     "histogram",
     "mean",
     "median",
     "min_distance",
+    "plan",
     "quantile",
     "sum",
     "triangle_count",

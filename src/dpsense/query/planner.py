@@ -1,0 +1,419 @@
+"""The release planner: declare -> allocate -> execute, deciding from public facts only.
+
+``plan(ir, epsilon=..., delta=..., adjacency=...)`` turns a validated ``QueryIR`` into a ``Plan``: one
+``PlanStep`` per mechanism the release needs, each with its statistic, mechanism (by name), theorem,
+adjacency, global sensitivity and budget share. It never reads data (DESIGN.md: choosing a mechanism
+by looking at the data is itself a leak); ``release/`` executes the steps and re-checks the loss with
+``assert_loss_equals`` before it charges.
+
+Mechanism choice per statistic (``dpsense.query._planner_rules``):
+
+* count, count_units, sum, histogram: Laplace (pure ε-DP); Gaussian when the analyst asks for it and
+  delta > 0; geometric on request for counts.
+* mean: under add/remove a noisy centered sum and a noisy count (two steps, ``mean_private_n_plan``);
+  under replace with a public n and no grouping, sum/n (one step, ``mean_sensitivity_public_n``);
+  under replace without a public n, the two-step form with replace sensitivities.
+* median / quantile: the accuracy benchmark's DEFAULTS (EM quantile below ε = 1, inverse sensitivity
+  from ε = 1, judged on the ε the mechanism runs with).
+* trimmed_mean, min_distance, triangle_count: smooth sensitivity with Cauchy noise (pure ε-DP).
+* variance: refused (UnsupportedRequest) for now.
+
+Budget rule (allocated once, exactly): ε is split evenly over all steps, ε/k each; δ is split evenly
+over the steps that use it (the Gaussian ones), and a δ > 0 that no step uses is refused rather than
+silently charged. Basic composition (Dwork-Roth Thm 3.16) of the steps then equals the request exactly.
+
+Contribution bounds: C is the aggregate's ``max_rows_per_unit``, else the dataset's (``max_rows_per_unit``
+argument); grouped queries also use the query's ``max_groups_per_unit``. Global sensitivities are stated
+for the unit of C rows. Data-dependent mechanisms (quantiles, smooth, inverse sensitivity) are stated
+for one row, so they run at ε/C and group privacy (Dwork-Roth Thm 2.2) gives ε for the unit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import Enum
+from fractions import Fraction
+
+from dpsense.accounting import compose_basic
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
+from dpsense.core.numbers import NumberLike
+from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
+from dpsense.query._aggregates import AggregateKind
+from dpsense.query._ir import AggregateIR, QueryIR
+from dpsense.query._planner_rules import (
+    GLOBAL_MECHANISMS,
+    THEOREMS,
+    Choice,
+    centered_sensitivity_for,
+    choose,
+    count_sensitivity,
+    norm_for,
+    public_n_mean_sensitivity,
+    refuse_variance,
+    sum_sensitivity_for,
+    units_sensitivity,
+)
+from dpsense.sensitivity import Bounds, Norm, Sqrt
+
+__all__ = ["Plan", "PlanStep", "StepPart", "assert_loss_equals", "plan"]
+
+
+class StepPart(str, Enum):
+    """Which part of its statistic a step releases (a private-n mean has two)."""
+
+    VALUE = "value"
+    CENTERED_SUM = "centered_sum"
+    COUNT = "count"
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One mechanism run: public facts only.
+
+    Attributes:
+        output: the aggregate's output name.
+        part: what the step releases (``VALUE``, or the ``CENTERED_SUM`` / ``COUNT`` of a mean).
+        statistic: the aggregate's kind.
+        mechanism: the ``dpsense.mechanisms`` function name.
+        noise: the smooth-sensitivity noise family (``"cauchy"``), else ``None``.
+        theorem: the guarantee's source.
+        chosen_by: ``"default"`` or ``"analyst"``; ``reason`` says why.
+        adjacency: the adjacency the sensitivity and the guarantee hold under.
+        max_rows_per_unit: C; ``max_groups_per_unit``: C0 of a grouped query, else ``None``.
+        sensitivity, norm: the global sensitivity the noise is calibrated to (``None`` for mechanisms
+            that calibrate to the data, which the executor bounds with the same public facts).
+        loss: the share of the budget charged for this step.
+        mechanism_epsilon: the ε the mechanism runs with (``loss`` ε, divided by C for row-level
+            data-dependent mechanisms: group privacy).
+
+    """
+
+    output: str
+    part: StepPart
+    statistic: AggregateKind
+    mechanism: str
+    noise: str | None
+    theorem: str
+    chosen_by: str
+    reason: str
+    adjacency: Adjacency
+    max_rows_per_unit: int | None
+    max_groups_per_unit: int | None
+    sensitivity: Fraction | Sqrt | None
+    norm: Norm | None
+    loss: PureDP | ApproxDP
+    mechanism_epsilon: Fraction
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON object of the step, numbers as exact ``"n/d"`` strings."""
+        sens: object = None
+        if isinstance(self.sensitivity, Sqrt):
+            sens = {"sqrt": _q(self.sensitivity.squared)}
+        elif self.sensitivity is not None:
+            sens = _q(self.sensitivity)
+        return {
+            "output": self.output,
+            "part": self.part.value,
+            "statistic": self.statistic.value,
+            "mechanism": self.mechanism,
+            "noise": self.noise,
+            "theorem": self.theorem,
+            "chosen_by": self.chosen_by,
+            "adjacency": self.adjacency.value,
+            "max_rows_per_unit": self.max_rows_per_unit,
+            "max_groups_per_unit": self.max_groups_per_unit,
+            "sensitivity": sens,
+            "norm": None if self.norm is None else self.norm.value,
+            "epsilon": _q(self.loss.epsilon),
+            "delta": _q(self.loss.delta) if isinstance(self.loss, ApproxDP) else "0",
+            "mechanism_epsilon": _q(self.mechanism_epsilon),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every mechanism a release needs with its exact budget share; hashable and canonical."""
+
+    dataset: str
+    query_fingerprint: str
+    adjacency: Adjacency
+    requested: PureDP | ApproxDP
+    public_n: int | None
+    steps: tuple[PlanStep, ...]
+
+    @property
+    def total_loss(self) -> PrivacyLoss:
+        """The steps' losses by basic composition (Dwork-Roth Thm 3.16), exact."""
+        return compose_basic([s.loss for s in self.steps])
+
+    def canonical(self) -> str:
+        """Canonical JSON text of the plan (sorted keys, exact numbers)."""
+        doc = {
+            "dataset": self.dataset,
+            "query": self.query_fingerprint,
+            "adjacency": self.adjacency.value,
+            "epsilon": _q(self.requested.epsilon),
+            "delta": _q(self.requested.delta) if isinstance(self.requested, ApproxDP) else "0",
+            "public_n": self.public_n,
+            "steps": [s.to_json() for s in self.steps],
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def fingerprint(self) -> str:
+        """SHA-256 hex digest of ``canonical()``."""
+        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
+
+    def explain(self) -> str:
+        """Plain-language text: per step the statistic, mechanism, theorem, adjacency, sensitivity, share."""
+        return _explain(self)
+
+
+def plan(
+    ir: QueryIR,
+    *,
+    epsilon: NumberLike,
+    delta: NumberLike = 0,
+    adjacency: Adjacency | str,
+    public_n: int | None = None,
+    max_rows_per_unit: int | None = None,
+) -> Plan:
+    """Plan a release of ``ir`` at exactly (``epsilon``, ``delta``) under the declared adjacency.
+
+    Args:
+        ir: the validated query.
+        epsilon: the total ε of the release (> 0).
+        delta: the total δ; must be 0 unless some step uses it (a Gaussian override).
+        adjacency: ``"add_remove"`` or ``"replace"``.
+        public_n: the public number of rows averaged by an ungrouped mean (replace adjacency only).
+        max_rows_per_unit: the dataset's contribution bound C, used where an aggregate declares none.
+
+    Raises:
+        UsageError: invalid parameters or overrides, an unknown contribution bound, an unused δ.
+        UnsupportedRequest: variance, or keys that would need private partition selection.
+
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    adj = Adjacency.parse(adjacency)
+    n = _check_public_n(public_n, adj)
+    if ir.needs_partition_selection:
+        raise UnsupportedRequest(
+            "the planner needs public keys for every grouping and histogram",
+            [g.column for g in ir.group_by if g.keys is None] + [a.name for a in ir.aggregates if a.keys is None],
+            "declare the keys, e.g. group_by('region', keys=[...]) or histogram('region', keys=[...])",
+        )
+    for agg in ir.aggregates:
+        if agg.kind is AggregateKind.VARIANCE:
+            raise refuse_variance(agg)
+    grouped = bool(ir.group_by)
+    parts = {a.name: _parts(a, adj, n, grouped) for a in ir.aggregates}
+    k = sum(len(p) for p in parts.values())
+    share = eps / k
+    drafts: list[tuple[AggregateIR, StepPart, Choice, int | None]] = []
+    for agg in ir.aggregates:
+        rows = _rows(agg, max_rows_per_unit, ir.max_groups_per_unit, grouped)
+        row_level = agg.kind not in _GLOBAL_KINDS
+        run_eps = share / rows if row_level and rows is not None else share
+        choice = choose(agg, mechanism_epsilon=run_eps, delta=dlt)
+        drafts.extend((agg, part, choice, rows) for part in parts[agg.name])
+    k_delta = sum(1 for _, _, c, _ in drafts if c.uses_delta)
+    if dlt > 0 and k_delta == 0:
+        raise UsageError(
+            "delta > 0 was given but no step of this plan uses it",
+            float(dlt),
+            "pass delta=0 for a pure ε-DP release, or ask for mechanism='gaussian'",
+        )
+    steps = []
+    for agg, part, choice, rows in drafts:
+        loss: PureDP | ApproxDP = ApproxDP(share, dlt / k_delta) if choice.uses_delta else PureDP(share)
+        steps.append(_step(agg, part, choice, rows, ir.max_groups_per_unit, adj, n, grouped, loss))
+    requested: PureDP | ApproxDP = ApproxDP(eps, dlt) if dlt > 0 else PureDP(eps)
+    result = Plan(ir.dataset, ir.fingerprint(), adj, requested, n, tuple(steps))
+    assert_loss_equals(result, requested)
+    return result
+
+
+def assert_loss_equals(plan: Plan, requested: PrivacyLoss) -> None:
+    """Raise ``InternalError`` unless the plan's composed loss equals ``requested`` exactly.
+
+    ``PureDP(ε)`` and ``ApproxDP(ε, 0)`` count as equal; anything else must match in kind and value.
+    """
+    total = plan.total_loss
+    if _as_pair(total) != _as_pair(requested):
+        raise InternalError(f"the plan composes to {total}, not the requested {requested}")
+
+
+_GLOBAL_KINDS = frozenset(
+    {AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM, AggregateKind.SUM, AggregateKind.MEAN}
+)
+
+
+def _as_pair(loss: PrivacyLoss) -> tuple[str, Fraction, Fraction]:
+    if isinstance(loss, PureDP):
+        return ("dp", loss.epsilon, Fraction(0))
+    if isinstance(loss, ApproxDP):
+        return ("dp", loss.epsilon, loss.delta)
+    return ("zcdp", loss.rho, Fraction(0))
+
+
+def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
+    if public_n is None:
+        return None
+    if isinstance(public_n, bool) or not isinstance(public_n, int) or public_n < 1:
+        raise UsageError("public_n must be an integer >= 1", public_n, "pass the public row count, e.g. public_n=1000")
+    if adj is not Adjacency.REPLACE:
+        raise UsageError(
+            "public_n applies only under replace adjacency (under add/remove n is private)",
+            public_n,
+            "drop public_n, or declare adjacency='replace' if the number of rows is public",
+        )
+    return public_n
+
+
+def _parts(agg: AggregateIR, adj: Adjacency, n: int | None, grouped: bool) -> tuple[StepPart, ...]:
+    if agg.kind is not AggregateKind.MEAN:
+        return (StepPart.VALUE,)
+    if adj is Adjacency.REPLACE and n is not None and not grouped:
+        return (StepPart.VALUE,)
+    return (StepPart.CENTERED_SUM, StepPart.COUNT)
+
+
+def _rows(agg: AggregateIR, dataset_rows: int | None, groups: int | None, grouped: bool) -> int | None:
+    if agg.kind is AggregateKind.COUNT_UNITS:
+        if grouped and groups is None:
+            raise UsageError(
+                f"a grouped count_units {agg.name!r} needs the number of groups one unit may touch",
+                None,
+                "declare it with Query(...).max_groups_per_unit(k)",
+            )
+        return None
+    rows = agg.max_rows_per_unit if agg.max_rows_per_unit is not None else dataset_rows
+    if rows is None:
+        raise UsageError(
+            f"the contribution bound of {agg.name!r} is unknown",
+            None,
+            "declare max_rows_per_unit= on the aggregate, or pass the dataset's max_rows_per_unit to plan()",
+        )
+    return rows
+
+
+def _step(
+    agg: AggregateIR,
+    part: StepPart,
+    choice: Choice,
+    rows: int | None,
+    groups: int | None,
+    adj: Adjacency,
+    n: int | None,
+    grouped: bool,
+    loss: PureDP | ApproxDP,
+) -> PlanStep:
+    sensitivity: Fraction | Sqrt | None = None
+    norm: Norm | None = None
+    run_eps = loss.epsilon
+    if choice.mechanism in GLOBAL_MECHANISMS:
+        norm = norm_for(choice)
+        sensitivity = _sensitivity(agg, part, adj, rows, groups, n, grouped, norm)
+    elif rows is not None:
+        run_eps = loss.epsilon / rows
+    return PlanStep(
+        output=agg.name,
+        part=part,
+        statistic=agg.kind,
+        mechanism=choice.mechanism,
+        noise=choice.noise,
+        theorem=THEOREMS[choice.mechanism],
+        chosen_by=choice.chosen_by,
+        reason=choice.reason,
+        adjacency=adj,
+        max_rows_per_unit=rows,
+        max_groups_per_unit=groups if grouped else None,
+        sensitivity=sensitivity,
+        norm=norm,
+        loss=loss,
+        mechanism_epsilon=run_eps,
+    )
+
+
+def _sensitivity(
+    agg: AggregateIR,
+    part: StepPart,
+    adj: Adjacency,
+    rows: int | None,
+    groups: int | None,
+    n: int | None,
+    grouped: bool,
+    norm: Norm,
+) -> Fraction | Sqrt:
+    if agg.kind is AggregateKind.COUNT_UNITS:
+        return units_sensitivity(adjacency=adj, groups=groups, grouped=grouped, norm=norm)
+    if rows is None:  # _rows guarantees a bound for every other statistic
+        raise InternalError(f"no contribution bound for {agg.name!r}")
+    if agg.kind is AggregateKind.HISTOGRAM:
+        return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=True, norm=norm)
+    if agg.kind is AggregateKind.COUNT or part is StepPart.COUNT:
+        return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=grouped, norm=norm)
+    bounds = Bounds(*agg.bounds[0])
+    if part is StepPart.CENTERED_SUM:
+        return centered_sensitivity_for(bounds, adjacency=adj, rows=rows)
+    if agg.kind is AggregateKind.MEAN and n is not None:
+        return public_n_mean_sensitivity(bounds, n=n, adjacency=adj, rows=rows)
+    return sum_sensitivity_for(bounds, adjacency=adj, rows=rows, grouped=grouped)
+
+
+def _q(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _num(value: Fraction | Sqrt) -> str:
+    return str(value)
+
+
+_PART_TEXT = {
+    StepPart.VALUE: "",
+    StepPart.CENTERED_SUM: ", part 'noisy centered sum' of the mean",
+    StepPart.COUNT: ", part 'noisy count' of the mean",
+}
+
+
+def _explain(p: Plan) -> str:
+    adjacency = (
+        "add/remove (neighbouring datasets differ by all rows of one privacy unit)"
+        if p.adjacency is Adjacency.ADD_REMOVE
+        else "replace (same public number of units; all rows of one unit replaced)"
+    )
+    delta = p.requested.delta if isinstance(p.requested, ApproxDP) else Fraction(0)
+    lines = [
+        f"Release plan for dataset {p.dataset!r}, decided from public facts only (no data was read).",
+        f"Adjacency: {adjacency}.",
+        f"Budget: ε = {_num(p.requested.epsilon)}, δ = {_num(delta)}, split evenly over {len(p.steps)} "
+        "step(s); basic composition of the steps equals the budget exactly.",
+    ]
+    lines.extend(_explain_step(s, p.public_n) for s in p.steps)
+    return "\n".join(lines)
+
+
+def _explain_step(s: PlanStep, public_n: int | None) -> str:
+    text = f"- {s.output!r}: {s.statistic.value}{_PART_TEXT[s.part]}; mechanism {s.mechanism}"
+    if s.noise is not None:
+        text += f" ({s.noise} noise)"
+    text += f", {s.chosen_by} ({s.reason}); guarantee: {s.theorem}; adjacency {s.adjacency.value}"
+    if s.max_rows_per_unit is not None:
+        text += f"; at most {s.max_rows_per_unit} row(s) per unit"
+    if s.max_groups_per_unit is not None:
+        text += f" in at most {s.max_groups_per_unit} group(s)"
+    if s.sensitivity is not None and s.norm is not None:
+        text += f"; global {s.norm.value.upper()} sensitivity {_num(s.sensitivity)}"
+        if s.part is StepPart.VALUE and s.statistic is AggregateKind.MEAN and public_n is not None:
+            text += f" (mean over the public n = {public_n})"
+    else:
+        text += "; noise calibrated inside the mechanism from the public bounds, no global sensitivity"
+    text += f"; charged ε = {_num(s.loss.epsilon)}"
+    if isinstance(s.loss, ApproxDP):
+        text += f", δ = {_num(s.loss.delta)}"
+    if s.mechanism_epsilon != s.loss.epsilon:
+        text += f" (run at ε = {_num(s.mechanism_epsilon)} per row: group privacy over the unit's rows)"
+    return text + "."
