@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -37,14 +38,15 @@ class FilterOp(str, Enum):
     IN = "in"
 
 
-class _ComparedByCanonicalForm:
+class _ComparedByCanonicalForm(ABC):
     """Equality and hashing through the canonical JSON, which keeps ``True``, ``1`` and ``"1"`` apart.
 
     Plain dataclass equality would not: in Python ``True == 1 == Fraction(1)`` with equal hashes.
     """
 
+    @abstractmethod
     def to_json(self) -> object:
-        raise NotImplementedError
+        """The node as plain JSON data (the canonical form is its sorted-key dump)."""
 
     def _text(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
