@@ -63,17 +63,19 @@ from dpsense.sensitivity._numeric import (
     check_beta,
     check_count,
     clipped_sorted,
-    diff_up,
     finite_values,
     max_diff_up,
     sub_up,
 )
+from dpsense.sensitivity._order_dc import (
+    order_statistic_smooth_sensitivity_dc as order_statistic_smooth_sensitivity_dc,
+)
+from dpsense.sensitivity.public_n import _resolve_size
+from dpsense.sensitivity.public_n import resize_to_public_n as resize_to_public_n
 from dpsense.sensitivity.smooth import PersonLevel, distance_to_instability, smooth_upper_bound
 
 F64 = NDArray[np.float64]
 
-#: D&C sub-problems with at most this many (i, j) pairs are evaluated as one vectorised block.
-_DC_BLOCK = 1 << 12
 #: The first window covers ln(2^64) / beta ranks on each side (G / S up to 1.8e19 needs no growth).
 _WINDOW_LOG_RATIO = 64 * math.log(2)
 _WINDOW_GROWTH = 4
@@ -205,58 +207,6 @@ def order_statistic_smooth_sensitivity(
     return smooth_upper_bound(family, beta=beta, constant_work=constant_work)
 
 
-def _exp_weights(count: int, beta: float) -> F64:
-    # math.exp, exactly as smooth_upper_bound computes e^{-k beta}, so both paths multiply alike.
-    return np.array([math.exp(-k * beta) for k in range(count)], dtype=np.float64)
-
-
-def order_statistic_smooth_sensitivity_dc(
-    sorted_values: ArrayLike, rank: int, bounds: BoundsLike, beta: float
-) -> float:
-    """S* by NRS07's divide and conquer, O(n log n): max over i <= r <= j, i < j of (x_(j) - x_(i)) e^{-beta(j-i-1)}.
-
-    For i in [0, r] let j*(i) be the largest maximiser over j in [max(r, i + 1), n + 1]; j* is
-    non-decreasing in i (for j' > j the advantage (x_j' - c) w_j' - (x_j - c) w_j grows with c because
-    w_j' <= w_j), so j*(mid) splits the j-range of both halves. Small sub-problems are evaluated as
-    one vectorised block. Replace adjacency, n public; beta-smooth upper bound on LS.
-
-    The pruning relies on an inequality between real numbers; with rounded products it can in rare
-    ties keep a maximiser whose rounded value is a few ulps below the loop's. Tests hold the two
-    within 1e-12 relative; ``order_statistic_smooth_sensitivity`` is the reference.
-    """
-    b = check_beta(beta)
-    family = OrderStatisticFamily(sorted_values, rank, bounds)
-    ext, n, r = family._ext, family.n, family.rank
-    weights = _exp_weights(n + 1, b)
-    best = 0.0
-    stack = [(0, r, r, n + 1)]
-    while stack:
-        ilo, ihi, jlo, jhi = stack.pop()
-        if ilo > ihi:
-            continue
-        if (ihi - ilo + 1) * (jhi - jlo + 1) <= _DC_BLOCK:
-            i = np.arange(ilo, ihi + 1)[:, None]
-            j = np.arange(jlo, jhi + 1)[None, :]
-            lag = np.maximum(j - i - 1, 0)
-            vals = diff_up(ext[j], ext[i]) * weights[lag]
-            vals[np.broadcast_to(j <= i, vals.shape)] = 0.0
-            best = max(best, float(vals.max()))
-            continue
-        mid = (ilo + ihi) // 2
-        start = max(jlo, mid + 1)
-        j = np.arange(start, jhi + 1)
-        diffs = diff_up(ext[j], np.full(j.size, ext[mid]))
-        best = max(best, float((diffs * weights[j - mid - 1]).max()))
-        # Choose j* on log values: e^{-k beta} underflows to 0 far from r, and ties among zeros
-        # would send j* to the end of the range and prune the true maximisers of larger i.
-        with np.errstate(divide="ignore"):
-            keys = np.log(diffs) - b * (j - mid - 1)
-        j_star = start + (keys.size - 1 - int(np.argmax(keys[::-1])))  # ties: the largest j
-        stack.append((ilo, mid - 1, jlo, j_star))
-        stack.append((mid + 1, ihi, j_star, jhi))
-    return best
-
-
 def order_statistic_distance(
     sorted_values: ArrayLike, rank: int, bounds: BoundsLike, proposed_bound: float, cap: int
 ) -> int:
@@ -270,41 +220,6 @@ def order_statistic_distance(
         raise UsageError("the proposed bound must be finite and > 0", proposed_bound, "propose a public b > 0")
     family = OrderStatisticFamily(sorted_values, rank, bounds)
     return distance_to_instability(family, bound=b, cap=check_count(cap, name="cap", minimum=1))
-
-
-# --------------------------------------------------------------------------------------------------
-# Add/remove adjacency through a declared public n.
-
-
-def _resize_plan(m: int, public_n: int) -> tuple[int, int]:
-    """(low values dropped, low pads added) when m records are resized to ``public_n``."""
-    if m >= public_n:
-        return (m - public_n + 1) // 2, 0
-    return 0, (public_n - m + 1) // 2
-
-
-def resize_to_public_n(values: ArrayLike, *, public_n: int, bounds: BoundsLike) -> F64:
-    """The sorted, clipped values resized to exactly ``public_n`` records, never reading n from the data.
-
-    With m records: if m < n add ceil((n-m)/2) copies of L and floor((n-m)/2) copies of U; if m > n
-    drop the ceil((m-n)/2) smallest and floor((m-n)/2) largest values.
-
-    **Stability (proof).** Adding one record d (m -> m + 1) changes the result by at most one
-    replacement: for m < n one pad (a U when n-m is even, an L when odd) is replaced by d; for m >= n
-    one more value is trimmed on one side, say the smallest, and with D' = D + {d} sorted the kept
-    block D'(a+2 .. a+1+n) differs from D(a+1 .. a+n) by dropping D(a+1) and gaining d or D(a+n+1)
-    (or not at all when d falls below the block); the largest side is symmetric. So add/remove
-    neighbours map to replace neighbours (or to the same multiset) on X^n, and every replace-adjacency
-    smooth bound or PTR distance of f(resize(x)) holds under add/remove adjacency, for the statistic
-    f(resize(x)). A unit adding or removing up to C records moves the result by up to C replacements.
-    """
-    lo, hi = bounds_interval(bounds)
-    n = check_count(public_n, name="public_n", minimum=1)
-    x = np.sort(np.clip(finite_values(values), lo, hi))
-    dropped, pads = _resize_plan(x.size, n)
-    if dropped or x.size >= n:
-        return x[dropped : dropped + n]
-    return np.concatenate((np.full(pads, lo), x, np.full(n - x.size - pads, hi)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -363,26 +278,6 @@ class SmoothOrderStatistic:
     beta: float
     adjacency: Adjacency
     max_records_per_unit: int
-
-
-def _resolve_size(count: int, adjacency: Adjacency, public_n: int | None) -> tuple[int, int]:
-    """(public n, shift from resized ranks to data ranks)."""
-    if adjacency is Adjacency.ADD_REMOVE:
-        if public_n is None:
-            raise UsageError(
-                "add/remove adjacency needs a declared public_n (dpsense never reads the count from the data)",
-                None,
-                "declare public_n, e.g. from a previous private count or a public register",
-            )
-        n = check_count(public_n, name="public_n", minimum=1)
-        dropped, pads = _resize_plan(count, n)
-        return n, dropped - pads
-    n = check_count(count, name="n (public under replace adjacency)", minimum=1)
-    if public_n is not None and public_n != n:
-        raise UsageError(
-            "under replace adjacency n is the (public) number of values", (public_n, n), "omit public_n or fix it"
-        )
-    return n, 0
 
 
 def _window_ranks(part: _PartialSort, t0: int, t1: int, n: int, shift: int, lo: float, hi: float) -> F64:
