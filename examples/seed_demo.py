@@ -17,7 +17,8 @@ from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.exponential import exponential_mechanism
 from dpsense.mechanisms.gaussian import gaussian
 from dpsense.mechanisms.laplace import laplace
-from dpsense.mechanisms.local import estimate_proportion_rr, randomized_response
+from dpsense.mechanisms.local import randomized_response
+from dpsense.mechanisms.local_estimators import estimate_proportion_rr
 from dpsense.mechanisms.quantile import em_quantile
 from dpsense.sensitivity import (
     Bounds,

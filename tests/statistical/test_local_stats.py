@@ -18,14 +18,16 @@ import pytest
 from scipy import stats
 
 from dpsense.mechanisms.local import (
+    k_ary_randomized_response,
+    optimized_unary_encoding,
+    randomized_response,
+)
+from dpsense.mechanisms.local_estimators import (
     estimate_counts_grr,
     estimate_counts_oue,
     estimate_proportion_rr,
     grr_count_variance,
-    k_ary_randomized_response,
-    optimized_unary_encoding,
     oue_count_variance,
-    randomized_response,
     rr_proportion_variance,
 )
 from dpsense.noise import lazy_bernoulli

@@ -17,12 +17,14 @@ from dpsense.mechanisms.inverse_family import (
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median, inverse_sensitivity_order_statistic
 from dpsense.mechanisms.laplace import laplace
 from dpsense.mechanisms.local import (
-    estimate_counts_grr,
-    estimate_counts_oue,
-    estimate_proportion_rr,
     k_ary_randomized_response,
     optimized_unary_encoding,
     randomized_response,
+)
+from dpsense.mechanisms.local_estimators import (
+    estimate_counts_grr,
+    estimate_counts_oue,
+    estimate_proportion_rr,
 )
 from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_with_family
 from dpsense.mechanisms.ptr_statistics import (
