@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpsense.core.errors import InvalidData, InvalidSensitivity
+from dpsense.core.errors import InvalidBounds, InvalidData, InvalidSensitivity, UsageError
 from dpsense.core.numbers import NumberLike, to_fraction
 
 
@@ -64,3 +65,37 @@ def check_confidence(value: float) -> float:
     if not 0 < conf < 1:
         raise InvalidData("confidence must lie in (0, 1)", value, "pass e.g. confidence=0.95")
     return conf
+
+
+#: Public output cells are float64 base measures and int64 indices: keep them exact.
+MAX_CELLS = 1 << 52
+
+
+def check_bounds_pair(bounds: tuple[float, float]) -> tuple[float, float]:
+    """Public bounds (L, U) as floats: finite, with L <= U."""
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise InvalidBounds("bounds must be a pair (L, U) of numbers", bounds, "pass bounds=(L, U)") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise InvalidBounds("bounds must be finite", bounds, "pass finite public bounds (L, U)")
+    if low > high:
+        raise InvalidBounds("bounds must satisfy L <= U", bounds, "swap them: bounds=(L, U) with L <= U")
+    return low, high
+
+
+def check_resolution(resolution: int) -> int:
+    """A number of public output cells in [1, 2^52]."""
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or not 1 <= resolution <= MAX_CELLS:
+        raise UsageError("resolution must be an integer in [1, 2^52]", resolution, "pass e.g. resolution=2**32")
+    return resolution
+
+
+def as_record_values(values: Any) -> NDArray[np.float64]:
+    """One value per record as a non-empty 1-D float64 array without NaN (infinities are clipped later)."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidData("values must be a non-empty 1-D array", f"shape {array.shape}", "pass one value per record")
+    if bool(np.any(np.isnan(array))):
+        raise InvalidData("values must not contain NaN", "NaN", "drop or impute missing values before the release")
+    return array

@@ -54,9 +54,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpsense.core.errors import InvalidBounds, InvalidData, UsageError
+from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
+from dpsense.mechanisms._validate import as_record_values, check_bounds_pair, check_resolution
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact
 from dpsense.noise.categorical import CategoricalSampler
@@ -67,37 +68,8 @@ I64 = NDArray[np.int64]
 MECHANISM = "inverse_sensitivity/order_statistic-cells-exact@1"
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
-#: Cell counts are float64 base measures and int64 indices: keep them exact.
-MAX_RESOLUTION = 1 << 52
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
-
-
-def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
-    try:
-        low, high = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise InvalidBounds("bounds must be a pair (L, U) of numbers", bounds, "pass bounds=(L, U)") from None
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise InvalidBounds("bounds must be finite", bounds, "pass finite public bounds (L, U)")
-    if low > high:
-        raise InvalidBounds("bounds must satisfy L <= U", bounds, "swap them: bounds=(L, U) with L <= U")
-    return low, high
-
-
-def _check_resolution(resolution: int) -> int:
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or not 1 <= resolution <= MAX_RESOLUTION:
-        raise UsageError("resolution must be an integer in [1, 2^52]", resolution, "pass e.g. resolution=2**32")
-    return resolution
-
-
-def _as_values(values: ArrayLike) -> F64:
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1 or array.size == 0:
-        raise InvalidData("values must be a non-empty 1-D array", f"shape {array.shape}", "pass one value per record")
-    if bool(np.any(np.isnan(array))):
-        raise InvalidData("values must not contain NaN", "NaN", "drop or impute missing values before the release")
-    return array
 
 
 def _check_rank(rank: int, n: int) -> int:
@@ -116,7 +88,7 @@ def order_statistic_path_lengths(values: ArrayLike, *, rank: int, candidates: Ar
     The exact inverse-sensitivity path length of the rank-r order statistic under replace adjacency
     (module docstring). Data-dependent: for analysis and tests, never for release.
     """
-    data = np.sort(_as_values(values))
+    data = np.sort(as_record_values(values))
     r = _check_rank(rank, data.size)
     points = np.asarray(candidates, dtype=np.float64).ravel()
     below = np.searchsorted(data, points, side="left")
@@ -125,7 +97,7 @@ def order_statistic_path_lengths(values: ArrayLike, *, rank: int, candidates: Ar
 
 
 def _to_sorted_cells(values: ArrayLike, low: float, high: float, resolution: int) -> I64:
-    clipped = np.clip(_as_values(values), low, high)
+    clipped = np.clip(as_record_values(values), low, high)
     if high == low:
         return np.zeros(clipped.size, dtype=np.int64)
     position = (clipped * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5)  # halving keeps U - L finite
@@ -201,8 +173,8 @@ def inverse_sensitivity_order_statistic(
 
     """
     eps = check_epsilon(epsilon)
-    low, high = _check_bounds(bounds)
-    k = _check_resolution(resolution)
+    low, high = check_bounds_pair(bounds)
+    k = check_resolution(resolution)
     cells = _to_sorted_cells(values, low, high, k)
     r = _check_rank(rank, cells.size)
     chosen = int(_draw_cells(cells, r, eps, k, 1)[0])

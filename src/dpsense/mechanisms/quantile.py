@@ -49,9 +49,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpsense.core.errors import InvalidBounds, InvalidData, UsageError
+from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike, to_fraction
 from dpsense.core.privacy_loss import PureDP, check_epsilon
+from dpsense.mechanisms._validate import as_record_values, check_bounds_pair, check_resolution
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact
 from dpsense.noise.categorical import CategoricalSampler
@@ -61,8 +62,6 @@ I64 = NDArray[np.int64]
 
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
-#: Cell counts are float64 base measures and int64 indices: keep them exact.
-MAX_RESOLUTION = 1 << 52
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
 _EXPONENT_LIMIT = 1 << 62
@@ -78,18 +77,6 @@ class _Cells:
     sorted_cells: I64
 
 
-def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
-    try:
-        low, high = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise InvalidBounds("bounds must be a pair (L, U) of numbers", bounds, "pass bounds=(L, U)") from None
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise InvalidBounds("bounds must be finite", bounds, "pass finite public bounds (L, U)")
-    if low > high:
-        raise InvalidBounds("bounds must satisfy L <= U", bounds, "swap them: bounds=(L, U) with L <= U")
-    return low, high
-
-
 def _check_q(q: NumberLike) -> Fraction:
     value = to_fraction(q, name="q")
     if not 0 <= value <= 1:
@@ -97,18 +84,8 @@ def _check_q(q: NumberLike) -> Fraction:
     return value
 
 
-def _check_resolution(resolution: int) -> int:
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or not 1 <= resolution <= MAX_RESOLUTION:
-        raise UsageError("resolution must be an integer in [1, 2^52]", resolution, "pass e.g. resolution=2**32")
-    return resolution
-
-
 def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _Cells:
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1 or array.size == 0:
-        raise InvalidData("values must be a non-empty 1-D array", f"shape {array.shape}", "pass one value per record")
-    if bool(np.any(np.isnan(array))):
-        raise InvalidData("values must not contain NaN", "NaN", "drop or impute missing values before the release")
+    array = as_record_values(values)
     clipped = np.clip(array, low, high)
     if high == low:
         cells = np.zeros(array.size, dtype=np.int64)
@@ -208,8 +185,8 @@ def em_quantile(
     """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    low, high = _check_bounds(bounds)
-    k = _check_resolution(resolution)
+    low, high = check_bounds_pair(bounds)
+    k = check_resolution(resolution)
     cells = _to_cells(values, low, high, k)
     chosen = _draw_cells(cells, quantile, eps, 1)
     value = float(_cell_midpoints(chosen, low, high, k)[0])
@@ -246,8 +223,8 @@ def em_quantiles(
     if isinstance(qs, (str, bytes)) or len(qs) == 0:
         raise UsageError("qs must be a non-empty sequence of quantiles", qs, "pass e.g. qs=[0.25, 0.5, 0.75]")
     quantiles = [_check_q(q) for q in qs]
-    low, high = _check_bounds(bounds)
-    k = _check_resolution(resolution)
+    low, high = check_bounds_pair(bounds)
+    k = check_resolution(resolution)
     cells = _to_cells(values, low, high, k)
     share = eps / len(quantiles)
     chosen = np.concatenate([_draw_cells(cells, quantile, share, 1) for quantile in quantiles])

@@ -64,9 +64,10 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpsense.core.errors import InvalidBounds, InvalidData, UsageError
+from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import check_epsilon
+from dpsense.mechanisms._validate import check_bounds_pair
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median
 from dpsense.mechanisms.quantile import em_quantile
 from dpsense.mechanisms.result import MechanismResult
@@ -108,18 +109,6 @@ def inverse_sensitivity_median_aggregator(
 ) -> MechanismResult:
     """The inverse-sensitivity lower median: epsilon-DP for one changed answer, and exact on ties."""
     return inverse_sensitivity_median(answers, bounds=bounds, epsilon=epsilon, resolution=resolution)
-
-
-def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
-    try:
-        low, high = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise InvalidBounds("bounds must be a pair (L, U) of numbers", bounds, "pass bounds=(L, U)") from None
-    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
-        raise InvalidBounds(
-            "bounds must be finite with L <= U", bounds, "declare the statistic's public output range (L, U)"
-        )
-    return low, high
 
 
 def _check_blocks(blocks: int) -> int:
@@ -243,7 +232,7 @@ def subsample_and_aggregate(
 
     """
     eps = check_epsilon(epsilon)
-    low, high = _check_bounds(bounds)
+    low, high = check_bounds_pair(bounds)
     k = _check_blocks(blocks)
     if not callable(statistic):
         raise UsageError("statistic must be callable", type(statistic).__name__, "pass a function rows -> number")
