@@ -3,6 +3,7 @@
 from dpsense.core.adjacency import Adjacency, PrivacyUnit
 from dpsense.core.errors import (
     BudgetExhausted,
+    ChargedFailure,
     DPSenseError,
     InternalError,
     InvalidBounds,
@@ -25,6 +26,7 @@ __all__ = [
     "Adjacency",
     "ApproxDP",
     "BudgetExhausted",
+    "ChargedFailure",
     "DPSenseError",
     "InternalError",
     "InvalidBounds",

@@ -15,6 +15,7 @@ Every error dpsense raises on purpose is a ``DPSenseError``::
     |   +-- RequestIdConflict          a request id reused for a different request
     |   +-- LedgerStateError           a lifecycle step not allowed from the charge's state
     +-- LedgerBusy                 the ledger's lock could not be taken in time (retry later)
+    +-- ChargedFailure             a release failed after reading data: charged, no details
     +-- InternalError              a broken invariant: this is a bug, please report it
 
 User errors state the rule, the value that broke it and the fix. They never contain a true
@@ -106,6 +107,22 @@ class LedgerStateError(UsageError):
 
 class LedgerBusy(DPSenseError, RuntimeError):
     """The ledger's lock was not obtained within its timeout; nothing was charged. Retry later."""
+
+
+class ChargedFailure(DPSenseError, RuntimeError):
+    """A release failed after it read the data. Its cost stays charged and the error says nothing more.
+
+    An error that depends on private data is itself a release (DESIGN invariant 6), so the reason is
+    not shown: only the request id, which the steward can look up in the ledger.
+    """
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(
+            f"the release {request_id!r} failed after reading the data; its cost is charged (a failure that "
+            "depends on the data is itself a release, so no reason is given). Retrying with the same request "
+            "id does not charge again; ask the steward to check the ledger entry if it keeps failing."
+        )
 
 
 class InternalError(DPSenseError, RuntimeError):

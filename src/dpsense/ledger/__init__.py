@@ -16,6 +16,7 @@ The caller stores only released (noised) values; the ledger never sees unnoised 
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._ledger import Ledger
 from dpsense.ledger._partitions import PartitionSpec
+from dpsense.ledger._profiles import DatasetProfile
 from dpsense.ledger._secrets import keyed_fingerprint
 from dpsense.ledger._states import ChargeState
 from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
@@ -25,6 +26,7 @@ __all__ = [
     "BudgetStatus",
     "ChargeRecord",
     "ChargeState",
+    "DatasetProfile",
     "Ledger",
     "PartitionSpec",
     "ReleaseRecord",

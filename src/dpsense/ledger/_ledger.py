@@ -51,6 +51,7 @@ from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._backends import Backend, Row, Tx, open_backend
 from dpsense.ledger._events import check_event, event_to_json
 from dpsense.ledger._partitions import GroupCharge, PartitionSpec, check_partition, group_key, payload_json
+from dpsense.ledger._profiles import ProfileOps
 from dpsense.ledger._rows import (
     BUDGET_COLS,
     CHARGE_COLS,
@@ -81,7 +82,7 @@ from dpsense.ledger._types import (
 from dpsense.ledger._writes import insert_charge, refund, store_release
 
 
-class Ledger(StewardOps):
+class Ledger(StewardOps, ProfileOps):
     """A persistent, atomic privacy-budget ledger over SQLite or PostgreSQL."""
 
     def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.time) -> None:

@@ -24,6 +24,10 @@ Version 3 adds parallel composition (``_partitions``): ``partitions`` holds one 
 it; ``audit_head.prev_hash`` keeps the previous head so that PostgreSQL can append an audit entry in
 one statement (``_audit``).
 
+Version 4 adds ``dataset_profiles``: the public profile the steward registers with a snapshot (column
+kinds, declared bounds and keys, the privacy unit and adjacency, the per-column data policies and the
+privacy policy record), one row per (dataset, snapshot version). It holds no data values and no counts.
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -181,6 +185,23 @@ MIGRATIONS += (
             "ALTER TABLE charges ADD COLUMN part TEXT",
             "CREATE INDEX charges_partition ON charges (dataset_id, partition_id)",
             "ALTER TABLE audit_head ADD COLUMN prev_hash TEXT",
+        ),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        4,
+        "public dataset profiles per snapshot version",
+        (
+            """CREATE TABLE dataset_profiles (
+                id {id},
+                dataset_id BIGINT NOT NULL REFERENCES datasets(id),
+                snapshot TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                profile TEXT NOT NULL,
+                created_at {real} NOT NULL,
+                UNIQUE (dataset_id, snapshot))""",
         ),
     ),
 )
