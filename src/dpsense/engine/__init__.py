@@ -1,11 +1,14 @@
 """Layer 2: the engine seam, the few relational steps a release runs on private data.
 
 ``Engine`` is the typed protocol; ``DuckDBEngine`` the reference implementation (in-process DuckDB,
-``pip install dpsense[duckdb]``). Steps: ``register`` a source (public schema back, never counts),
-``bounded_rows`` (at most C rows and G groups per privacy unit, chosen by a secret-salted keyed hash),
-``group_aggregates`` (counts and exact fixed-point clipped sums over public keys),
-``order_statistics_window`` (clipped, padded order statistics around a rank) and ``collect`` (points
-or edges as numpy arrays). Temporary relations go away with ``drop``, ``release_scope()`` or ``close``.
+``pip install dpsense[duckdb]``). Steps: ``register`` a source (public schema back, never counts);
+for the steward at registration ``fingerprint`` (keyed, order-independent), ``data_quality`` (NULL,
+NaN and infinity counts) and ``apply_policies`` (drop or clamp bad values into a new snapshot);
+``bounded_rows`` (public ``predicate`` filters first, then at most C rows and G groups per privacy
+unit, chosen by a secret-salted keyed hash), ``group_aggregates`` (counts and exact fixed-point
+clipped sums over public keys), ``order_statistics_window`` (clipped, padded order statistics around
+a rank) and ``collect`` (points or edges as numpy arrays). Temporary relations go away with
+``drop``, ``release_scope()`` or ``close``; ``forget`` unregisters a table.
 
 The engine imports no DP math (DESIGN.md, layers): it never adds noise; its outputs are unnoised and
 stay in the process until ``dpsense.mechanisms`` has run on them. The only randomness it uses is the
@@ -24,16 +27,19 @@ from dpsense.engine._types import (
     Clip,
     ClippedSum,
     ColumnInfo,
+    ColumnQuality,
     CountRows,
     CountUnits,
     FixedPointSum,
     GroupRow,
     OrderStatisticsWindow,
+    Predicate,
     TableInfo,
     clip,
     clipped_sum,
     count_rows,
     count_units,
+    predicate,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +51,7 @@ __all__ = [
     "Clip",
     "ClippedSum",
     "ColumnInfo",
+    "ColumnQuality",
     "CountRows",
     "CountUnits",
     "DuckDBEngine",
@@ -52,6 +59,7 @@ __all__ = [
     "FixedPointSum",
     "GroupRow",
     "OrderStatisticsWindow",
+    "Predicate",
     "TableInfo",
     "UnknownColumn",
     "UnknownTable",
@@ -59,6 +67,7 @@ __all__ = [
     "clipped_sum",
     "count_rows",
     "count_units",
+    "predicate",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from os import PathLike
 from pathlib import Path
@@ -22,24 +22,27 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpsense.core.errors import InternalError, InvalidData, UnsupportedRequest, UsageError
-from dpsense.engine import _sql
-from dpsense.engine._errors import UnknownColumn, UnknownTable
+from dpsense.engine import _checks, _sql, _sql_steward
+from dpsense.engine._checks import MIN_SECRET_BYTES as MIN_SALT_BYTES
+from dpsense.engine._errors import UnknownTable
 from dpsense.engine._types import (
+    NO_CLAMP,
     Aggregate,
     BoundedView,
     Clip,
     ClippedSum,
     ColumnInfo,
+    ColumnQuality,
     CountRows,
     CountUnits,
     FixedPointSum,
     GroupRow,
     OrderStatisticsWindow,
+    Predicate,
     TableInfo,
 )
 
-#: A salt shorter than this is refused (it must come from dpsense.noise.entropy.random_bytes).
-MIN_SALT_BYTES = 16
+__all__ = ["MIN_SALT_BYTES", "DuckDBEngine"]
 
 _TMP_PREFIX = _sql.INTERNAL_PREFIX + "tmp_"
 _SRC_PREFIX = _sql.INTERNAL_PREFIX + "src_"
@@ -59,12 +62,6 @@ _KINDS: tuple[tuple[str, str], ...] = (
 
 def _kind(sql_type: str) -> str:
     return next((kind for pattern, kind in _KINDS if re.match(pattern, sql_type)), "other")
-
-
-def _positive_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{what} must be a positive integer", value, f"pass an int >= 1 as {what}")
-    return value
 
 
 class DuckDBEngine:
@@ -171,6 +168,13 @@ class DuckDBEngine:
         self._check_open()
         return self._table(name)[1]
 
+    def forget(self, table: str) -> None:
+        """Unregister ``table`` and drop the engine's copy (idempotent; a DuckDB table by name stays)."""
+        self._check_open()
+        found = self._tables.pop(table, None)
+        if found is not None:
+            self._drop_copy(found[0])
+
     def _materialize(self, source: object) -> str:
         if isinstance(source, str | PathLike):
             path = Path(source)
@@ -214,12 +218,12 @@ class DuckDBEngine:
         return _sql.quote(copy)
 
     def _catalog_has(self, name: str) -> bool:
-        row = self._con.execute(
+        row = self._one_row(
             "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() "
             "UNION ALL SELECT view_name FROM duckdb_views()) WHERE n = $n",
             {"n": name},
-        ).fetchone()
-        return row is not None and int(row[0]) > 0
+        )
+        return int(row[0]) > 0
 
     def _describe(self, name: str, relation: str) -> TableInfo:
         rows = self._con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
@@ -230,6 +234,63 @@ class DuckDBEngine:
         if raw in self._copies:
             self._con.execute(f"DROP TABLE IF EXISTS {relation}")
             self._copies.discard(raw)
+
+    # -- steward steps at registration ---------------------------------------------------------------
+
+    def fingerprint(self, table: str, key: bytes) -> str:
+        """Keyed, order-independent fingerprint of the snapshot (see ``Engine.fingerprint``).
+
+        Per row the first 64 bits of ``sha256(row key || injective row encoding)`` (the row key is
+        derived from ``key`` and bound as a parameter), summed exactly; then
+        ``HMAC-SHA256(key, schema | count | sum mod 2**64)`` in Python. The count stays in here.
+        """
+        self._check_open()
+        relation, info = self._table(table)
+        secret = _checks.secret(key, "fingerprint key")
+        sql = _sql_steward.fingerprint_query(relation, info.columns)
+        row = self._one_row(sql, {"key": _sql_steward.fingerprint_row_key(secret)})
+        return _sql_steward.fingerprint_digest(secret, info, int(row[0]), int(row[1]))
+
+    def data_quality(self, table: str, columns: Sequence[str]) -> dict[str, ColumnQuality]:
+        """NULL, NaN and infinity counts per column (steward-only; unnoised counts of private data)."""
+        self._check_open()
+        relation, info = self._table(table)
+        names = list(dict.fromkeys(_checks.column_names(columns, "columns")))
+        infos = [_checks.require(info, c) for c in names]
+        if not infos:
+            return {}
+        row = self._one_row(_sql_steward.data_quality_query(relation, infos), {})
+        counts = [int(v) for v in row]
+        return {c: ColumnQuality(*counts[3 * i : 3 * i + 3]) for i, c in enumerate(names)}
+
+    def apply_policies(
+        self,
+        table: str,
+        *,
+        drop_missing: Sequence[str] = (),
+        drop_nonfinite: Sequence[str] = (),
+        clamp: Mapping[str, tuple[float, float]] = NO_CLAMP,
+    ) -> TableInfo:
+        """A new snapshot of ``table`` with the policies applied (see ``Engine.apply_policies``).
+
+        The result is always a new engine-owned copy; the previous copy goes only if the engine made
+        it, so a DuckDB table registered by name is never modified.
+        """
+        self._check_open()
+        relation, info = self._table(table)
+        missing, nonfinite, clips = _checks.policies(info, drop_missing, drop_nonfinite, clamp)
+        sql, params = _sql_steward.policy_query(
+            relation, info, drop_missing=missing, drop_nonfinite=nonfinite, clamp=clips
+        )
+        copy = f"{_SRC_PREFIX}{next(self._counter)}"
+        self._run(f"CREATE TEMP TABLE {_sql.quote(copy)} AS {sql}", params)
+        self._copies.add(copy)
+        if self._describe(table, _sql.quote(copy)) != info:
+            self._drop_copy(_sql.quote(copy))
+            raise InternalError("a policy changed the table's schema")
+        self._drop_copy(relation)
+        self._tables[table] = (_sql.quote(copy), info)
+        return info
 
     # -- relational steps ----------------------------------------------------------------------------
 
@@ -242,44 +303,47 @@ class DuckDBEngine:
         salt: bytes,
         group_column: str | None = None,
         max_groups_per_unit: int | None = None,
+        where: Sequence[Predicate] = (),
     ) -> BoundedView:
         """Keep at most C rows (and G groups) per unit, a uniformly random subset under a fresh salt.
 
-        Rows with a NULL unit are dropped (registration policies for them come later).
+        Rows failing a filter in ``where`` and rows with a NULL unit are dropped before the bound
+        (registration policies handle other missing values). The salt only enters DuckDB through
+        64-bit keys derived from it, as parameters (``_sql.bounded_rows_query`` has the steps).
         """
         self._check_open()
         relation, info = self._table(table)
-        self._require(info, unit_column)
-        max_rows = _positive_int(max_rows_per_unit, "max_rows_per_unit")
+        _checks.require(info, unit_column)
+        max_rows = _checks.positive_int(max_rows_per_unit, "max_rows_per_unit")
         if group_column is not None:
-            self._require(info, group_column)
+            _checks.require(info, group_column)
         if max_groups_per_unit is not None:
-            _positive_int(max_groups_per_unit, "max_groups_per_unit")
+            _checks.positive_int(max_groups_per_unit, "max_groups_per_unit")
             if group_column is None:
                 raise UsageError(
                     "max_groups_per_unit needs the group column", max_groups_per_unit, "pass group_column as well"
                 )
-        if not isinstance(salt, bytes) or len(salt) < MIN_SALT_BYTES:
-            raise UsageError(
-                f"the salt must be at least {MIN_SALT_BYTES} secret bytes",
-                f"{type(salt).__name__} of length {len(salt) if isinstance(salt, bytes) else '?'}",
-                "draw a fresh one per release with dpsense.noise.entropy.random_bytes(32)",
-            )
-        sql = _sql.bounded_rows_query(
+        filters = _checks.predicates(info, where)
+        _checks.secret(salt, "salt")
+        sql, params = _sql.bounded_rows_query(
             relation,
             info.column_names,
             unit_column=unit_column,
             group_column=group_column,
             max_groups_per_unit=max_groups_per_unit,
+            where=filters,
+            kinds={c.name: c.kind for c in info.columns},
         )
-        params: dict[str, object] = {"salt": salt.hex(), "max_rows": max_rows}
+        params.update(_sql.derived_keys(salt, "rows", _sql.ROW_KEYS))
+        params["max_rows"] = max_rows
         if max_groups_per_unit is not None:
+            params.update(_sql.derived_keys(salt, "groups", _sql.GROUP_KEYS))
             params["max_groups"] = max_groups_per_unit
         name = f"{_TMP_PREFIX}{next(self._counter)}"
-        # A TEMP TABLE, not a view: a view would keep the salt in its stored definition.
+        # A TEMP TABLE, not a view: a view would store its query, with the salt's keys, in the catalog.
         self._run(f"CREATE TEMP TABLE {_sql.quote(name)} AS {sql}", params)
         self._temporaries.add(name)
-        return BoundedView(name, table, info, unit_column, max_rows, group_column, max_groups_per_unit)
+        return BoundedView(name, table, info, unit_column, max_rows, group_column, max_groups_per_unit, filters)
 
     def group_aggregates(
         self,
@@ -303,13 +367,13 @@ class DuckDBEngine:
             raise UsageError("aggregate names must be distinct", names, "pass name=... to tell them apart")
         for a in aggs:
             if isinstance(a, ClippedSum):
-                self._require_numeric(view.schema, a.clip.column)
+                _checks.require_numeric(view.schema, a.clip.column)
         key_type: str | None = None
         if group_column is None:
             if keys is not None:
                 raise UsageError("public keys need a group column", "keys without group_column", "pass group_column")
         else:
-            column = self._require(view.schema, group_column)
+            column = _checks.require(view.schema, group_column)
             if view.max_groups_per_unit is not None and group_column != view.group_column:
                 raise UnsupportedRequest(
                     "the view caps groups per unit on another column",
@@ -331,7 +395,7 @@ class DuckDBEngine:
             aggregates=aggs,
         )
         if keys is not None:
-            params.update({f"k{j}": k for j, k in enumerate(keys)})
+            params["keys"] = keys
         out = []
         for row in self._run(sql, params).fetchall():
             key = keys[int(row[0])] if keys is not None else row[0]
@@ -352,7 +416,7 @@ class DuckDBEngine:
         Missing values (NULL, NaN) are left out. The count is never returned.
         """
         self._check_view(view)
-        self._require_numeric(view.schema, column)
+        _checks.require_numeric(view.schema, column)
         bounds = Clip(column, low, high)
         if isinstance(rank, bool) or not isinstance(rank, int):
             raise UsageError("rank must be an integer (1-based)", rank, "pass an int")
@@ -376,7 +440,7 @@ class DuckDBEngine:
         if not cols or isinstance(columns, str):
             raise UsageError("columns must be a non-empty list of names", columns, "pass e.g. ['x', 'y']")
         for c in cols:
-            self._require(view.schema, c)
+            _checks.require(view.schema, c)
         quoted = ", ".join(_sql.quote(c) for c in cols)
         present = " AND ".join(f"{_sql.quote(c)} IS NOT NULL" for c in cols)
         result = self._run(f"SELECT {quoted} FROM {_sql.quote(view.name)} WHERE {present} ORDER BY {quoted}", {})
@@ -404,30 +468,27 @@ class DuckDBEngine:
         if view.name not in self._temporaries:
             raise UnknownTable(view.name, "the view was dropped or belongs to another engine; call bounded_rows again")
 
-    @staticmethod
-    def _require(info: TableInfo, column: str) -> ColumnInfo:
-        found = info.column(column) if isinstance(column, str) else None
-        if found is None:
-            raise UnknownColumn(str(column), info.name, info.column_names)
-        return found
-
-    def _require_numeric(self, info: TableInfo, column: str) -> None:
-        found = self._require(info, column)
-        if not found.is_numeric:
-            raise InvalidData(
-                f"column {column!r} must be numeric to be clipped", found.sql_type, "clip a numeric column"
-            )
-
     def _check_keys(self, keys: list[Any], key_type: str) -> None:
-        """Public keys must be distinct and exactly representable in the group column's type."""
-        for key in keys:
-            if key is None:
-                raise UsageError("a public key may not be None", key, "list only non-NULL keys")
-            try:
-                row = self._con.execute(f"SELECT CAST($k AS {key_type})", {"k": key}).fetchone()
-            except (duckdb.Error, TypeError, ValueError):
-                row = None
-            if row is None or row[0] != key or type(row[0]) is not type(key):
+        """Public keys must be distinct and exactly representable in the group column's type.
+
+        All keys are cast in one statement (one list parameter); only when that fails are they tried
+        one by one, to name the offending key.
+        """
+        if any(key is None for key in keys):
+            raise UsageError("a public key may not be None", None, "list only non-NULL keys")
+        if not keys:
+            return
+        try:
+            rows = self._con.execute(f"SELECT CAST($keys AS {key_type}[])", {"keys": keys}).fetchall()
+        except (duckdb.Error, TypeError, ValueError):
+            rows = []
+        batch = rows[0][0] if rows else None
+        if isinstance(batch, list) and len(batch) == len(keys):
+            cast = batch
+        else:
+            cast = [self._cast_key(key, key_type) for key in keys]
+        for key, value in zip(keys, cast, strict=True):
+            if value is None or value != key or type(value) is not type(key):
                 raise UsageError(
                     f"every public key must be a value of the group column's type {key_type}",
                     key,
@@ -435,6 +496,20 @@ class DuckDBEngine:
                 )
         if len({repr(k) for k in keys}) != len(keys):
             raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
+
+    def _cast_key(self, key: Any, key_type: str) -> Any:
+        try:
+            rows = self._con.execute(f"SELECT CAST($k AS {key_type})", {"k": key}).fetchall()
+        except (duckdb.Error, TypeError, ValueError):
+            return None
+        return rows[0][0] if rows else None
+
+    def _one_row(self, sql: str, params: dict[str, object]) -> tuple[Any, ...]:
+        """The single row of a statement, fully fetched (DuckDB refuses new work on an open result)."""
+        rows = self._run(sql, params).fetchall()
+        if len(rows) != 1:
+            raise InternalError(f"a single-row statement returned {'no' if not rows else 'several'} rows")
+        return tuple(rows[0])
 
     def _run(self, sql: str, params: dict[str, object]) -> duckdb.DuckDBPyConnection:
         try:

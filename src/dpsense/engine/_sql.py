@@ -1,27 +1,46 @@
 """SQL text for the engine's relational steps (DuckDB dialect; Spark SQL has the same shape).
 
 Only identifiers are spliced into the text (always quoted); every value, bound and secret travels as
-a named parameter, so the salt never appears in SQL text or in a catalog entry. The dialect-specific
-pieces (the hash function, the 128-bit integer type) sit in ``Dialect`` so a Spark engine can swap them.
+a named parameter, so neither the salt nor a key derived from it appears in SQL text or in a catalog
+entry. The dialect-specific pieces (hash functions, the 128-bit integer type, NaN tests) sit in
+``Dialect`` so a Spark engine can swap them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dpsense.engine._types import ClippedSum, CountRows, CountUnits
+from dpsense.engine._types import ClippedSum, CountRows, CountUnits, Predicate
 
 #: Prefix of every relation the engine creates; source columns may not use it.
 INTERNAL_PREFIX = "__dps_"
+
+_SQL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
 @dataclass(frozen=True)
 class Dialect:
     """The few SQL spellings that differ between engines."""
 
-    hash_hex: str = "sha256({})"  # a keyed-hash input string -> hex digest (Spark: sha2({}, 256))
+    hash_hex: str = "sha256({})"  # text -> hex digest of a cryptographic hash (Spark: sha2({}, 256))
+    hex64: str = "CAST('0x' || left({}, 16) AS UBIGINT)"  # the first 64 bits of a hex digest as an integer
     wide_int: str = "HUGEINT"  # exact 128-bit sum (Spark: DECIMAL(38, 0))
+    row_hash: str = "hash({})"  # unkeyed 64-bit hash of one or more values (Spark: xxhash64({}))
+    # One keyed mixing round: a 64-bit hash of (value XOR secret key) (Spark: xxhash64({} ^ {})).
+    mix64: str = "hash(xor({}, CAST({} AS UBIGINT)))"
+    is_nan: str = "isnan({})"
+    is_inf: str = "isinf({})"
+    instant: str = "epoch_us({})"  # a zoned timestamp as an integer, independent of the session's zone
+    # The public keys ($keys, one list parameter) as rows (key, position) (Spark: posexplode).
+    key_rows: str = "SELECT unnest(CAST($keys AS {type}[])) AS __dps_key, unnest(range(len($keys))) AS __dps_ord"
+    materialized: str = "AS MATERIALIZED"  # a CTE computed once although read several times
+
+    def keyed64(self, expr: str, key1: str, key2: str) -> str:
+        """A keyed 64-bit value of ``expr``: two mixing rounds, each after XOR with a secret key parameter."""
+        return self.mix64.format(self.mix64.format(expr, key1), key2)
 
 
 DUCKDB = Dialect()
@@ -32,15 +51,26 @@ def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def encode(expr: str) -> str:
-    """An injective text encoding of one value: ``<byte length>:<text>`` or ``-`` for NULL."""
-    text = f"CAST({expr} AS VARCHAR)"
-    return f"coalesce(CAST(strlen({text}) AS VARCHAR) || ':' || {text}, '-')"
+def derived_keys(salt: bytes, purpose: str, names: Sequence[str]) -> dict[str, int]:
+    """64-bit secret keys ``HMAC-SHA256(salt, purpose/name)``, one per parameter name.
+
+    Only these derived keys reach the SQL engine (as parameters); the salt itself never does.
+    """
+    out = {}
+    for name in names:
+        digest = hmac.new(salt, f"dpsense/{purpose}/{name}".encode(), hashlib.sha256).digest()
+        out[name] = int.from_bytes(digest[:8], "big")
+    return out
 
 
-def _missing(column: str) -> str:
+#: Parameters of the keyed hashes that order rows and groups within a unit.
+ROW_KEYS = ("rk1", "rk2")
+GROUP_KEYS = ("gk1", "gk2")
+
+
+def _missing(column: str, dialect: Dialect = DUCKDB) -> str:
     value = f"CAST({quote(column)} AS DOUBLE)"
-    return f"({quote(column)} IS NULL OR isnan({value}))"
+    return f"({quote(column)} IS NULL OR {dialect.is_nan.format(value)})"
 
 
 def clipped_value(column: str, low_param: str, high_param: str) -> str:
@@ -73,6 +103,25 @@ def fixed_point_units(spec: ClippedSum, prefix: str) -> tuple[str, dict[str, obj
     return expr, params
 
 
+def predicate_condition(
+    pred: Predicate, kind: str, prefix: str, dialect: Dialect = DUCKDB
+) -> tuple[str, dict[str, object]]:
+    """A boolean SQL condition for ``pred`` and its parameters ``$<prefix>_<j>``.
+
+    NULL fails every comparison by SQL's three-valued logic (a WHERE keeps only TRUE). NaN is
+    excluded explicitly in float columns: DuckDB orders NaN above every number and equal to itself.
+    """
+    names = [f"{prefix}_{j}" for j in range(len(pred.values))]
+    column = quote(pred.column)
+    if pred.op == "in":
+        condition = f"{column} IN ({', '.join('$' + n for n in names)})"
+    else:
+        condition = f"{column} {_SQL_OPS[pred.op]} ${names[0]}"
+    if kind == "float":
+        condition = f"(NOT {dialect.is_nan.format(column)} AND {condition})"
+    return condition, dict(zip(names, pred.values, strict=True))
+
+
 def bounded_rows_query(
     source: str,
     columns: Sequence[str],
@@ -80,43 +129,81 @@ def bounded_rows_query(
     unit_column: str,
     group_column: str | None,
     max_groups_per_unit: int | None,
+    where: Sequence[Predicate] = (),
+    kinds: Mapping[str, str] | None = None,
     dialect: Dialect = DUCKDB,
-) -> str:
-    """SELECT keeping <= $max_rows rows per unit (and <= $max_groups groups), ordered by a keyed hash.
+) -> tuple[str, dict[str, object]]:
+    """SELECT keeping <= $max_rows rows per unit (and <= $max_groups groups) by a keyed hash order.
 
-    Row identity is the row's content plus its occurrence number among identical rows of the same
-    content, so the choice does not depend on physical row order (identical rows are interchangeable).
-    Parameters: ``$salt`` (hex text), ``$max_rows``, and ``$max_groups`` when groups are capped.
+    Steps: rows with a NULL unit or failing a filter in ``where`` go first. With a group cap, each
+    unit keeps the ``$max_groups`` of its distinct groups with the smallest keyed hash of
+    (unit, group), ties broken by the group value so that at most that many groups survive.
+    Each row then gets the key ``K(h, 1)``, with ``h`` an unkeyed hash of the whole row and ``K`` the
+    keyed 64-bit hash; one window over the unit orders by it. Identical rows tie: the j-th copy of a
+    row (``j = row_number - rank + 1``, which copy is which does not matter as they are identical)
+    gets its own key ``K(h, j)``, so every copy is an independent draw and the choice is uniform over
+    the unit's rows as a multiset, independent of physical order. Units without identical rows keep
+    their ``$max_rows`` first rows of the window; units with some are re-ranked by the per-copy keys
+    among their candidates (the first ``$max_rows`` distinct rows plus every extra copy), which holds
+    every row that can make the cut. ``row_number`` in both branches caps every unit at ``$max_rows``
+    whatever the hashes do (collisions only change which rows are kept, never how many).
+
+    ``K`` is ``Dialect.keyed64``: two rounds of a 64-bit mixing hash, each after XOR with a 64-bit
+    key derived from the salt (an Even-Mansour-style keyed permutation; on DuckDB the mixer is the
+    engine's ``hash``). It is a fast keyed pseudo-random order, not a cryptographic MAC: enough here
+    because no key or hash value ever leaves the engine, and the bound itself, hence the
+    sensitivity, holds for any order (each unit's choice depends on that unit's rows only). This
+    replaced a SHA-256 of a text encoding of every row plus an occurrence-number window, about 10x
+    slower at 10^7 rows; the uniformity and order-independence tests in tests/conformance cover it.
+
+    Parameters: ``$rk1``, ``$rk2`` (and ``$gk1``, ``$gk2`` with a group cap) from ``derived_keys``,
+    ``$max_rows``, ``$max_groups``, and those of the filters (``$w<i>_<j>``).
     """
+    kinds = kinds or {}
     cols = ", ".join(quote(c) for c in columns)
     unit = quote(unit_column)
-    row_enc = " || ',' || ".join(encode(quote(c)) for c in columns)
-    row_key = dialect.hash_hex.format("$salt || '|row|' || __dps_enc || '#' || CAST(__dps_occ AS VARCHAR)")
-    parts = [
-        f"WITH __dps_src AS (SELECT {cols}, {row_enc} AS __dps_enc FROM {source} WHERE {unit} IS NOT NULL)",
-        "__dps_occ AS (SELECT *, row_number() OVER (PARTITION BY __dps_enc) AS __dps_occ FROM __dps_src)",
-    ]
-    rows_from = "__dps_occ"
+    params: dict[str, object] = {}
+    conditions = [f"{unit} IS NOT NULL"]
+    for i, pred in enumerate(where):
+        condition, p = predicate_condition(pred, kinds.get(pred.column, "other"), f"w{i}", dialect)
+        conditions.append(condition)
+        params.update(p)
+    parts = [f"__dps_in AS (SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)})"]
+    rows_from = "__dps_in"
     if group_column is not None and max_groups_per_unit is not None:
         group = quote(group_column)
-        group_key = dialect.hash_hex.format(f"$salt || '|group|' || {encode('__dps_u')} || ',' || {encode('__dps_g')}")
+        group_key = dialect.keyed64(dialect.row_hash.format(f"{unit}, {group}"), "$gk1", "$gk2")
         parts.append(
-            "__dps_groups AS (SELECT __dps_u, __dps_g FROM ("
-            f"SELECT __dps_u, __dps_g, row_number() OVER (PARTITION BY __dps_u ORDER BY {group_key}, "
-            f"{encode('__dps_g')}) AS __dps_grank "
-            f"FROM (SELECT DISTINCT {unit} AS __dps_u, {group} AS __dps_g FROM __dps_src)"
-            ") WHERE __dps_grank <= $max_groups)"
+            f"__dps_grouped AS (SELECT {cols} FROM (SELECT *, dense_rank() OVER "
+            f"(PARTITION BY {unit} ORDER BY {group_key}, {group}) AS __dps_grank FROM __dps_in) "
+            "WHERE __dps_grank <= $max_groups)"
         )
-        parts.append(
-            "__dps_kept AS (SELECT o.* FROM __dps_occ o SEMI JOIN __dps_groups g "
-            f"ON o.{unit} IS NOT DISTINCT FROM g.__dps_u AND o.{group} IS NOT DISTINCT FROM g.__dps_g)"
-        )
-        rows_from = "__dps_kept"
-    parts.append(
-        f"__dps_ranked AS (SELECT *, row_number() OVER (PARTITION BY {unit} "
-        f"ORDER BY {row_key}, __dps_enc, __dps_occ) AS __dps_rank FROM {rows_from})"
+        rows_from = "__dps_grouped"
+    row_key = dialect.keyed64(dialect.row_hash.format("__dps_h, 1"), "$rk1", "$rk2")
+    copy_key = dialect.keyed64(dialect.row_hash.format("__dps_h, __dps_occ"), "$rk1", "$rk2")
+    parts += [
+        f"__dps_keyed AS (SELECT *, {row_key} AS __dps_r FROM "
+        f"(SELECT *, {dialect.row_hash.format(cols)} AS __dps_h FROM {rows_from}))",
+        "__dps_win AS (SELECT *, row_number() OVER __dps_o AS __dps_rn, rank() OVER __dps_o AS __dps_rk, "
+        "dense_rank() OVER __dps_o AS __dps_dr FROM __dps_keyed "
+        f"WINDOW __dps_o AS (PARTITION BY {unit} ORDER BY __dps_r))",
+        f"__dps_cand {dialect.materialized} (SELECT {cols}, __dps_h, __dps_r, __dps_rn, "
+        "__dps_rn - __dps_rk + 1 AS __dps_occ FROM __dps_win "
+        "WHERE __dps_rn > __dps_rk OR __dps_dr <= $max_rows)",
+        f"__dps_dup AS (SELECT DISTINCT {unit} AS __dps_u FROM __dps_cand WHERE __dps_occ > 1)",
+    ]
+    reranked = (
+        f"SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {unit} ORDER BY "
+        f"CASE WHEN __dps_occ = 1 THEN __dps_r ELSE {copy_key} END) AS __dps_fr "
+        f"FROM __dps_cand WHERE {unit} IN (SELECT __dps_u FROM __dps_dup)) WHERE __dps_fr <= $max_rows"
     )
-    return ",\n".join(parts) + f"\nSELECT {cols} FROM __dps_ranked WHERE __dps_rank <= $max_rows"
+    sql = (
+        "WITH "
+        + ",\n".join(parts)
+        + f"\nSELECT {cols} FROM __dps_cand WHERE __dps_rn <= $max_rows AND {unit} NOT IN "
+        + f"(SELECT __dps_u FROM __dps_dup)\nUNION ALL\n{reranked}"
+    )
+    return sql, params
 
 
 def order_statistics_query(view: str, column: str) -> str:
@@ -140,7 +227,7 @@ def group_aggregates_query(
     aggregates: Sequence[CountRows | CountUnits | ClippedSum],
     dialect: Dialect = DUCKDB,
 ) -> tuple[str, dict[str, object]]:
-    """Aggregates per group; with ``n_keys`` the output has exactly the public keys $k0.. in order.
+    """Aggregates per group; with ``n_keys`` the output has exactly the public keys ``$keys`` in order.
 
     Output columns: the key (or the key's position when keys are public), then one per aggregate.
     Counts of absent keys are 0 and their sums 0 (COALESCE after the LEFT JOIN).
@@ -163,9 +250,8 @@ def group_aggregates_query(
     agg_sql = f"SELECT {group} AS __dps_key, {', '.join(selects)} FROM {view} GROUP BY {group}"
     if n_keys is None:
         return f"SELECT a.__dps_key, {outs} FROM ({agg_sql}) a ORDER BY a.__dps_key NULLS LAST", params
-    values = ", ".join(f"(CAST($k{j} AS {key_type}), {j})" for j in range(n_keys))
     sql = (
-        f"SELECT k.__dps_ord, {outs} FROM (VALUES {values}) AS k(__dps_key, __dps_ord) "
+        f"SELECT k.__dps_ord, {outs} FROM ({dialect.key_rows.format(type=key_type)}) AS k "
         f"LEFT JOIN ({agg_sql}) a ON k.__dps_key = a.__dps_key ORDER BY k.__dps_ord"
     )
     return sql, params

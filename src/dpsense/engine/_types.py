@@ -7,9 +7,13 @@ must stay inside the process until the DP math has run on them.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -23,6 +27,14 @@ MAX_GRID_UNITS = 1 << 62
 MIN_GRID_EXPONENT, MAX_GRID_EXPONENT = -1000, 1000
 
 NUMERIC_KINDS = frozenset({"integer", "float", "decimal"})
+
+#: Comparison operators of a ``Predicate``; the ordering ones apply to numeric columns only.
+PREDICATE_OPS = ("==", "!=", "<", "<=", ">", ">=", "in")
+ORDERING_OPS = frozenset({"<", "<=", ">", ">="})
+#: The empty clamp policy (an immutable default for ``Engine.apply_policies``).
+NO_CLAMP: Mapping[str, tuple[float, float]] = MappingProxyType({})
+#: Python types a predicate value may have (the column's kind decides which of them fit).
+_SCALARS = (bool, int, float, Decimal, str, dt.date, dt.time, dt.timedelta)
 
 
 @dataclass(frozen=True)
@@ -57,11 +69,105 @@ class TableInfo:
 
 
 @dataclass(frozen=True)
+class Predicate:
+    """A public row filter ``column op value`` applied before contribution bounding.
+
+    ``op`` is one of ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` (``values`` holds exactly one value)
+    or ``in`` (``values`` holds one or more). The values are public constants of the query, never
+    taken from the data. SQL NULL semantics: a row whose value is NULL fails every predicate,
+    ``!=`` and ``in`` included; a NaN in a float column is missing as well and fails every predicate
+    (engines that order NaN above every number must not let it pass ``>``). Ordering operators need a
+    numeric column. Build one with ``predicate(column, op, value_or_values)``.
+    """
+
+    column: str
+    op: str
+    values: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.column, str) or not self.column:
+            raise UsageError("a predicate names a column by a non-empty string", self.column, "pass the column name")
+        if self.op not in PREDICATE_OPS:
+            raise UsageError(
+                f"a predicate operator is one of {', '.join(PREDICATE_OPS)}", self.op, "use e.g. '==' or 'in'"
+            )
+        if isinstance(self.values, str | bytes) or not isinstance(self.values, tuple | list):
+            raise UsageError(
+                "predicate values are a tuple of constants", type(self.values).__name__, "use predicate(...)"
+            )
+        values = tuple(self.values)
+        object.__setattr__(self, "values", values)
+        if self.op == "in" and not values:
+            raise UsageError(
+                "an 'in' predicate needs at least one value", self.column, "list the values to keep or drop the filter"
+            )
+        if self.op != "in" and len(values) != 1:
+            raise UsageError(
+                f"a {self.op!r} predicate compares with exactly one value",
+                f"{len(values)} values for {self.column!r}",
+                "use 'in' to match several values",
+            )
+        for value in values:
+            self._check_value(value)
+
+    def _check_value(self, value: object) -> None:
+        what = f"{self.column} {self.op} <{type(value).__name__}>"
+        if value is None:
+            raise UsageError(
+                "a predicate value may not be None (a NULL fails every comparison)",
+                what,
+                "compare with a real value; rows with missing values are handled by the steward's policies",
+            )
+        if not isinstance(value, _SCALARS):
+            raise UsageError(
+                "a predicate value is a number, string, boolean, date, time or duration", what, "pass a plain constant"
+            )
+        if isinstance(value, float | Decimal) and value != value:  # NaN is missing, never a filter value
+            raise UsageError("a predicate value may not be NaN", what, "compare with a real number")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 127:
+            raise UsageError("an integer predicate value must fit in 128 bits", what, "use a smaller constant")
+        if self.op in ORDERING_OPS and (isinstance(value, bool) or not isinstance(value, int | float | Decimal)):
+            raise UsageError(
+                f"the ordering operator {self.op!r} compares numbers", what, "compare a numeric column with a number"
+            )
+
+
+def predicate(column: str, op: str, value_or_values: Any) -> Predicate:
+    """The public filter ``column op value``; for ``op="in"`` pass an iterable of values.
+
+    Examples: ``predicate("age", ">=", 18)``, ``predicate("region", "in", ["north", "south"])``.
+    """
+    if op == "in":
+        if isinstance(value_or_values, str | bytes) or not isinstance(value_or_values, Iterable):
+            raise UsageError(
+                "an 'in' predicate takes a list of values",
+                f"{column} in <{type(value_or_values).__name__}>",
+                f"pass e.g. predicate({column!r}, 'in', [a, b])",
+            )
+        return Predicate(column, op, tuple(value_or_values))
+    return Predicate(column, op, (value_or_values,))
+
+
+@dataclass(frozen=True)
+class ColumnQuality:
+    """Counts of bad values in one column (steward-only: these are unnoised counts of private data).
+
+    ``missing`` counts NULLs; ``nan`` and ``infinite`` (either sign) count only in float columns and
+    are 0 for every other kind.
+    """
+
+    missing: int
+    nan: int
+    infinite: int
+
+
+@dataclass(frozen=True)
 class BoundedView:
     """A temporary relation holding at most ``max_rows_per_unit`` rows per privacy unit.
 
     Created by ``Engine.bounded_rows``; valid until ``Engine.drop`` (or the end of the release scope).
-    It never holds the salt that chose its rows.
+    It never holds the salt that chose its rows. ``where`` lists the public filters applied before
+    the bounding.
     """
 
     name: str
@@ -71,6 +177,7 @@ class BoundedView:
     max_rows_per_unit: int
     group_column: str | None = None
     max_groups_per_unit: int | None = None
+    where: tuple[Predicate, ...] = ()
 
 
 def _exact_bound(value: float, what: str) -> float:

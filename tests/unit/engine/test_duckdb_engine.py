@@ -9,7 +9,7 @@ import pytest
 
 import dpsense.engine as eng
 from dpsense.core.errors import InternalError, InvalidData, UnsupportedRequest, UsageError
-from dpsense.engine import DuckDBEngine, Engine, UnknownTable, _sql, clipped_sum, count_rows
+from dpsense.engine import DuckDBEngine, Engine, UnknownTable, _sql, clipped_sum, count_rows, predicate
 from dpsense.noise.entropy import random_bytes
 
 
@@ -129,14 +129,114 @@ def test_fixed_point_grid_bounds_are_exact() -> None:
 
 def test_sql_helpers() -> None:
     assert _sql.quote('a"b') == '"a""b"'
-    con = duckdb.connect()
-    # The row encoding is injective: a NULL, an empty string and values with separators stay apart.
-    encoded = [
-        con.execute(f"SELECT {_sql.encode('$v')}", {"v": v}).fetchone()[0]  # type: ignore[index]
-        for v in [None, "", "-", "1:a", "a,b"]
-    ]
-    assert len(set(encoded)) == len(encoded)
-    sql = _sql.bounded_rows_query(
+    sql, params = _sql.bounded_rows_query(
         '"t"', ["person", "x"], unit_column="person", group_column=None, max_groups_per_unit=None
     )
-    assert "$salt" in sql and "sha256" in sql
+    assert "$rk1" in sql and "$rk2" in sql and "$max_rows" in sql and params == {}
+
+
+def test_filter_values_and_keys_travel_as_parameters_only() -> None:
+    odd = "O'Brien-7781"
+    where = [predicate("name", "in", [odd, "x"]), predicate("x", ">", 2.5)]
+    sql, params = _sql.bounded_rows_query(
+        '"t"',
+        ["person", "name", "x", "g"],
+        unit_column="person",
+        group_column="g",
+        max_groups_per_unit=2,
+        where=where,
+        kinds={"name": "string", "x": "float"},
+    )
+    assert odd not in sql and "2.5" not in sql
+    assert params == {"w0_0": odd, "w0_1": "x", "w1_0": 2.5}
+    assert "$gk1" in sql and "isnan" in sql  # the float filter excludes NaN explicitly
+    keys = _sql.derived_keys(b"k" * 32, "rows", _sql.ROW_KEYS)
+    assert set(keys) == {"rk1", "rk2"} and all(0 <= v < 2**64 for v in keys.values())
+    assert keys != _sql.derived_keys(b"j" * 32, "rows", _sql.ROW_KEYS)
+    assert keys != _sql.derived_keys(b"k" * 32, "groups", _sql.ROW_KEYS)
+
+
+def test_no_secret_reaches_the_catalog_or_the_query_log(tmp_path: Path) -> None:
+    salt, key = random_bytes(32), random_bytes(32)
+    con = duckdb.connect()
+    secrets = [salt.hex(), key.hex(), *(str(v) for v in _sql.derived_keys(salt, "rows", _sql.ROW_KEYS).values())]
+    secrets += [str(v) for v in _sql.derived_keys(salt, "groups", _sql.GROUP_KEYS).values()]
+    with DuckDBEngine(connection=con) as e:
+        e.register("t", frame())
+        e.bounded_rows(
+            "t", unit_column="person", max_rows_per_unit=1, salt=salt, group_column="hours", max_groups_per_unit=1
+        )
+        e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=salt, where=[predicate("hours", "<", 3)])
+        e.fingerprint("t", key)
+        catalog = con.execute("SELECT coalesce(sql, '') FROM duckdb_tables() UNION ALL SELECT sql FROM duckdb_views()")
+        text = " ".join(str(r[0]) for r in catalog.fetchall())
+        assert text and not any(s in text for s in secrets)
+
+
+def test_policies_never_modify_a_table_registered_by_name() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE events AS SELECT * FROM (VALUES (1, 'inf'::DOUBLE), (2, NULL), (3, 5.0)) v(person, x)")
+    before = con.execute("SELECT * FROM events ORDER BY person").fetchall()
+    with DuckDBEngine(connection=con) as e:
+        e.register("ev", "events")
+        e.apply_policies("ev", clamp={"x": (0.0, 1.0)})
+        e.apply_policies("ev", drop_missing=["x"])
+        assert con.execute("SELECT * FROM events ORDER BY person").fetchall() == before
+        copies = con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_src_')")
+        assert copies.fetchone() == (1,)  # one engine-owned copy: the first policy's copy is gone
+        view = e.bounded_rows("ev", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        assert e.collect(view, columns=["x"])["x"].tolist() == [1.0, 1.0]
+        e.forget("ev")
+        copies = con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_src_')")
+        assert copies.fetchone() == (0,)
+    assert con.execute("SELECT * FROM events ORDER BY person").fetchall() == before
+
+
+def test_forget_drops_the_engine_copy_but_not_a_table_registered_by_name() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE events AS SELECT 1 AS person")
+    with DuckDBEngine(connection=con) as e:
+        e.register("ev", "events")
+        e.register("t", frame())
+        e.forget("ev")
+        e.forget("t")
+        assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("events",)]
+
+
+def test_public_keys_are_checked_in_one_statement_and_name_the_bad_key() -> None:
+    with DuckDBEngine() as e:
+        e.register("t", pd.DataFrame({"person": range(3000), "g": [i % 1000 for i in range(3000)]}))
+        view = e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        rows = e.group_aggregates(view, group_column="g", keys=list(range(1000)), aggregates=[count_rows()])
+        assert [r.counts["count_rows"] for r in rows] == [3] * 1000
+        for bad in (2**70, "7", 2.0, None):
+            with pytest.raises(UsageError, match="key") as err:
+                e.group_aggregates(view, group_column="g", keys=[1, 2, bad], aggregates=[count_rows()])
+            assert repr(bad) in str(err.value)
+
+
+def test_fingerprint_row_text_is_injective_across_tricky_values() -> None:
+    tricky = pd.DataFrame({"s": [None, "", "-", "1:a", "a,b", "2:a,", "a"], "n": [1, None, 3, 4, 5, 6, 7]})
+    with DuckDBEngine() as e:
+        prints = set()
+        for i in range(len(tricky)):
+            e.register(f"t{i}", tricky.iloc[[i]])
+            prints.add(e.fingerprint(f"t{i}", b"k" * 16))
+        assert len(prints) == len(tricky)
+        e.register("zero", pd.DataFrame({"x": [0.0]}))
+        e.register("negzero", pd.DataFrame({"x": [-0.0]}))
+        e.register("lists", pd.DataFrame({"a": [[1, 2], [3]]}))
+        e.register("lists2", pd.DataFrame({"a": [[1], [2, 3]]}))
+        assert e.fingerprint("zero", b"k" * 16) != e.fingerprint("negzero", b"k" * 16)
+        assert e.fingerprint("lists", b"k" * 16) != e.fingerprint("lists2", b"k" * 16)
+
+
+def test_fingerprint_of_zoned_times_ignores_the_session_time_zone() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE ev AS SELECT TIMESTAMPTZ '2024-03-01 10:00:00+00' + to_hours(range) AS t FROM range(5)")
+    with DuckDBEngine(connection=con) as e:
+        e.register("ev", "ev")
+        con.execute("SET TimeZone = 'UTC'")
+        utc = e.fingerprint("ev", b"k" * 16)
+        con.execute("SET TimeZone = 'Asia/Tokyo'")
+        assert e.fingerprint("ev", b"k" * 16) == utc

@@ -1,0 +1,140 @@
+"""Argument checks every engine shares, judged from the public schema and the caller's input only.
+
+Nothing here reads data, so every error is a ``UsageError`` that names the rule, the offending public
+value (a column name, an operator, a type; never a data value) and the fix.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+from dpsense.core.errors import InvalidData, UnsupportedRequest, UsageError
+from dpsense.engine._errors import UnknownColumn
+from dpsense.engine._types import NUMERIC_KINDS, ORDERING_OPS, Clip, ColumnInfo, Predicate, TableInfo
+
+#: A salt or fingerprint key shorter than this is refused (draw it with dpsense.noise.entropy.random_bytes).
+MIN_SECRET_BYTES = 16
+
+#: Which predicate value types fit a column kind.
+_VALUE_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int, float, Decimal),
+    "float": (int, float, Decimal),
+    "decimal": (int, float, Decimal),
+    "string": (str,),
+    "boolean": (bool,),
+    "temporal": (dt.date, dt.time, dt.timedelta),
+}
+
+
+def positive_int(value: object, what: str) -> int:
+    """``value`` when it is an int >= 1 (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{what} must be a positive integer", value, f"pass an int >= 1 as {what}")
+    return value
+
+
+def secret(value: object, what: str) -> bytes:
+    """``value`` when it is at least ``MIN_SECRET_BYTES`` bytes; the error never shows the bytes."""
+    if not isinstance(value, bytes) or len(value) < MIN_SECRET_BYTES:
+        shown = f"{type(value).__name__} of length {len(value) if isinstance(value, bytes) else '?'}"
+        raise UsageError(
+            f"the {what} must be at least {MIN_SECRET_BYTES} secret bytes",
+            shown,
+            "draw a fresh one with dpsense.noise.entropy.random_bytes(32)",
+        )
+    return value
+
+
+def require(info: TableInfo, column: str) -> ColumnInfo:
+    """The column ``column`` of ``info``, or ``UnknownColumn``."""
+    found = info.column(column) if isinstance(column, str) else None
+    if found is None:
+        raise UnknownColumn(str(column), info.name, info.column_names)
+    return found
+
+
+def require_numeric(info: TableInfo, column: str, purpose: str = "clipped") -> ColumnInfo:
+    """The numeric column ``column`` of ``info``; a non-numeric one is refused."""
+    found = require(info, column)
+    if not found.is_numeric:
+        raise InvalidData(
+            f"column {column!r} must be numeric to be {purpose}",
+            found.sql_type,
+            f"name a numeric column to be {purpose}",
+        )
+    return found
+
+
+def column_names(columns: object, what: str) -> list[str]:
+    """A list of column names from a sequence of strings (a bare string is refused)."""
+    if isinstance(columns, str) or not isinstance(columns, Sequence | set | frozenset):
+        raise UsageError(f"{what} is a list of column names", type(columns).__name__, f"pass e.g. {what}=['x']")
+    return list(columns)
+
+
+def predicates(info: TableInfo, where: object) -> tuple[Predicate, ...]:
+    """The filters ``where`` checked against the public schema (columns exist, values fit their kind)."""
+    if isinstance(where, Predicate | str) or not isinstance(where, Sequence):
+        raise UsageError(
+            "where is a list of predicates (all must hold)",
+            type(where).__name__,
+            "pass where=[dpsense.engine.predicate('column', '==', value), ...]",
+        )
+    out = []
+    for pred in where:
+        if not isinstance(pred, Predicate):
+            raise UsageError(
+                "every filter is a Predicate", type(pred).__name__, "build it with dpsense.engine.predicate(...)"
+            )
+        column = require(info, pred.column)
+        if pred.op in ORDERING_OPS and column.kind not in NUMERIC_KINDS:
+            raise UsageError(
+                f"the ordering operator {pred.op!r} needs a numeric column",
+                f"{pred.column} ({column.sql_type})",
+                "filter this column with '==', '!=' or 'in'",
+            )
+        accepted = _VALUE_TYPES.get(column.kind)
+        if accepted is None:
+            raise UnsupportedRequest(
+                "filters apply to numeric, string, boolean and temporal columns",
+                f"{pred.column} ({column.sql_type})",
+                "filter on another column",
+            )
+        for value in pred.values:
+            fits = isinstance(value, accepted) and (column.kind == "boolean" or not isinstance(value, bool))
+            if not fits:
+                raise UsageError(
+                    f"a filter value must match the kind of its column ({column.kind})",
+                    f"{pred.column} {pred.op} <{type(value).__name__}>",
+                    f"compare {pred.column!r} with a {column.kind} value",
+                )
+        out.append(pred)
+    return tuple(out)
+
+
+def policies(
+    info: TableInfo, drop_missing: object, drop_nonfinite: object, clamp: object
+) -> tuple[list[str], list[str], dict[str, Clip]]:
+    """Checked registration policies: every column exists and clamped columns are numeric.
+
+    ``drop_nonfinite`` may name a column of any kind: only float columns hold NaN or infinities.
+    """
+    missing = column_names(drop_missing, "drop_missing")
+    nonfinite = column_names(drop_nonfinite, "drop_nonfinite")
+    for column in [*missing, *nonfinite]:
+        require(info, column)
+    if not isinstance(clamp, Mapping):
+        raise UsageError(
+            "clamp maps column names to (low, high) bounds", type(clamp).__name__, "pass clamp={'x': (0.0, 1.0)}"
+        )
+    clips: dict[str, Clip] = {}
+    for column, bounds in clamp.items():
+        require_numeric(info, column, "clamped")
+        if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+            raise UsageError(
+                "a clamp is a (low, high) pair of public bounds", column, f"pass clamp={{{column!r}: (low, high)}}"
+            )
+        clips[column] = Clip(column, bounds[0], bounds[1])
+    return missing, nonfinite, clips
