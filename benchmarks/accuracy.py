@@ -30,7 +30,7 @@ so numbers move a little between runs of this script):
     sensitivity ("the middle of the data spans at most a quarter of the domain");
   - min_distance: b = G/4, G = closest_pair_global_sensitivity (the public cap);
   - triangles: b = min(n-2, ⌈2τ⌉) ("no vertex pair has more than τ common neighbours"), built from the
-    public ``ptr_with_family`` + ``TriangleFamily`` (dpsense has no ``ptr_triangle_count``).
+    public ``ptr_with_family`` + ``TriangleFamily`` (the same test ``ptr_triangle_count`` runs).
   A Refusal is scored as error = the width of the public output range (U-L; G for min_distance; C(n,3)
   for triangles) in the percentiles, and the refusal rate is also reported in its own column.
 * ``em``: ``em_quantile`` (q = 1/2, ε-DP), median only; ``invsens``: inverse sensitivity (ε-DP):

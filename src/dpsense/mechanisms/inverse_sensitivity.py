@@ -34,6 +34,12 @@ the run (``dpsense.noise.exact``); the output is the cell's midpoint (post-proce
 fixed public rank r the path length is also 1-Lipschitz under add/remove of one record. A privacy
 unit owning up to C records gives C epsilon (group privacy).
 
+**Rank from a private n (add/remove).** ``dpsense.release`` calls this with r = max(1, ceil(q n)) where
+n is the private number of records. It stays epsilon-DP: adding one record moves n by 1 and r by 0 or 1
+(ceil(q (n + 1)) - ceil(q n) is 0 or 1 for 0 <= q <= 1), and moves #{x < y} and #{x <= y} by 0 or 1
+each; both terms of ``len(y) = max(0, #{x < y} - r + 1, r - #{x <= y})`` then move by at most 1, and so
+does their maximum with 0. Under replace, n and hence r are fixed, which is the case above.
+
 **Comparison.** For order statistics this differs from the EM quantile (utility ``-|#below - q n|``)
 only in how ties are scored: a value held by many records has length 0 here, while the EM quantile
 scores every cell by the count strictly below it, so with heavy ties it spreads its output over the

@@ -6,7 +6,7 @@ Each constructor returns a frozen ``Aggregate``. Options shared by the statistic
 * ``bounds=(L, U)``: a clipping override of the column's declared public bounds;
 * ``mechanism``: the analyst's explicit choice, stored as given and judged later by the planner.
 
-Numbers are held as exact fractions, so ``quantile("age", 0.5)`` and ``quantile("age", "1/2")``
+Numbers are held as exact fractions, so ``quantile("age", 0.5)`` and ``quantile("age", Fraction(1, 2))``
 build equal objects.
 """
 
@@ -209,7 +209,11 @@ def histogram(
     max_rows_per_unit: int | None = None,
     mechanism: str | None = None,
 ) -> Aggregate:
-    """Counts per value of a categorical column; ``keys=None`` uses the declared keys, else selects privately."""
+    """Counts per value of a categorical column over public keys.
+
+    ``keys=None`` uses the declared keys; private key selection is not implemented yet, so without
+    declared keys the planner refuses the histogram.
+    """
     if keys is not None and (isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable)):
         raise UsageError("histogram keys must be a list of values", keys, "pass keys=['a', 'b'] or omit them")
     raw = None if keys is None else tuple(keys)

@@ -1,0 +1,175 @@
+"""Registering and attaching datasets: the steward's data checks, keyed fingerprints, linked budgets.
+
+``register`` (steward only) reads the data once: it checks the declared columns, runs the data checks
+and applies the declared per-column policies, computes the keyed fingerprint of the raw snapshot, and
+either links to the dataset that already holds that fingerprint (copies never multiply a budget,
+DESIGN invariant 8) or registers a new dataset with its budget. ``attach`` loads a registered
+snapshot into this process's engine and checks that its fingerprint still matches.
+
+The fingerprint is an HMAC under the ledger's secret key (``Ledger.fingerprint_key``): it reveals
+nothing about the content and is never shown to analysts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import UsageError
+from dpsense.core.privacy_loss import ApproxDP, PureDP
+from dpsense.engine import Engine
+from dpsense.ledger import Ledger
+from dpsense.query import Query, Schema
+from dpsense.query._values import PublicValue
+from dpsense.release._policy import PrivacyPolicy
+from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A registered dataset snapshot attached to a Session: its public profile and schema.
+
+    ``linked`` is True when the data matched an already registered snapshot (by keyed fingerprint) and
+    the registration linked to that dataset's budget instead of opening a new one.
+    """
+
+    name: str
+    snapshot: str
+    profile: Profile
+    table: str
+    linked: bool = False
+
+    @property
+    def schema(self) -> Schema:
+        """The public schema queries are checked against."""
+        return self.profile.schema()
+
+    def query(self) -> Query:
+        """A new query over this dataset."""
+        return Query(self.name)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What the steward declares about a source (checked before any data is read, except the schema)."""
+
+    privacy_unit: str
+    adjacency: Adjacency
+    bounds: Mapping[str, tuple[PublicValue, PublicValue]]
+    keys: Mapping[str, Iterable[PublicValue]]
+    kinds: Mapping[str, str]
+    policies: Mapping[str, str]
+    max_rows_per_unit: int | None
+
+
+def register(
+    ledger: Ledger,
+    engine: Engine,
+    name: str,
+    *,
+    source: object,
+    snapshot: str,
+    declaration: Declaration,
+    budget: PureDP | ApproxDP,
+    policy: PrivacyPolicy,
+) -> Dataset:
+    """Register ``source`` as snapshot ``snapshot`` of ``name`` (see the module docstring)."""
+    staging = f"{name}@{snapshot}"
+    info = engine.register(staging, source)
+    try:
+        profile = build_profile(
+            info,
+            unit=declaration.privacy_unit,
+            adjacency=declaration.adjacency,
+            bounds=declaration.bounds,
+            keys=declaration.keys,
+            kinds=declaration.kinds,
+            policies=declaration.policies,
+            max_rows_per_unit=declaration.max_rows_per_unit,
+        )
+        profile = Profile(
+            profile.unit,
+            profile.adjacency,
+            profile.columns,
+            profile.max_rows_per_unit,
+            profile.unit_policy,
+            policy.to_json(),
+            _source_path(source),
+            _budget_json(budget),
+        )
+        check_quality(profile, engine.data_quality(staging, checked_columns(profile)))
+        fingerprint = engine.fingerprint(staging, ledger.fingerprint_key())
+        linked_to = ledger.dataset_for_fingerprint(fingerprint)
+        if linked_to is not None:
+            existing, existing_snapshot = linked_to
+            stored = ledger.profile(existing, existing_snapshot) if existing_snapshot else None
+            if stored is not None:
+                linked = Dataset(existing, stored.snapshot, Profile.from_json(stored.profile), staging, linked=True)
+                apply_policies(engine, staging, linked.profile)
+                return linked
+        if name in ledger.dataset_names():
+            if snapshot in ledger.snapshots(name):
+                raise UsageError(
+                    "this dataset already has a snapshot of that name with other data",
+                    snapshot,
+                    "name the new snapshot, e.g. snapshot='2026-12'",
+                )
+        else:
+            ledger.register_dataset(name, budget=budget, fingerprint=fingerprint)
+        ledger.save_profile(name, snapshot=snapshot, fingerprint=fingerprint, profile=profile.to_json())
+        apply_policies(engine, staging, profile)
+        return Dataset(name, snapshot, profile, staging)
+    except BaseException:
+        engine.forget(staging)
+        raise
+
+
+def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, snapshot: str | None) -> Dataset:
+    """Load a registered snapshot into ``engine``; refuse data whose fingerprint differs."""
+    stored = ledger.profile(name, snapshot)
+    profile = Profile.from_json(stored.profile)
+    dataset = Dataset(name, stored.snapshot, profile, f"{name}@{stored.snapshot}")
+    chosen = source if source is not None else profile.source
+    if chosen is None:
+        raise UsageError(
+            "the dataset was registered from memory, so its data must be passed again",
+            name,
+            "pass source= (the same DataFrame or file) when attaching",
+        )
+    engine.register(dataset.table, chosen)
+    if engine.fingerprint(dataset.table, ledger.fingerprint_key()) != stored.fingerprint:
+        engine.forget(dataset.table)
+        raise UsageError(
+            "the source is not the registered snapshot (its keyed fingerprint differs)",
+            stored.snapshot,
+            "register the changed data as a new snapshot: register_dataset(..., snapshot='<new name>')",
+        )
+    apply_policies(engine, dataset.table, profile)
+    return dataset
+
+
+def apply_policies(engine: Engine, table: str, profile: Profile) -> None:
+    """Apply the declared drop and clamp policies to the engine's snapshot of the data."""
+    drop_missing = [profile.unit] if profile.unit_policy == "drop" else []
+    drop = [n for n, c in sorted(profile.columns.items()) if c.policy == "drop"]
+    clamp = {
+        n: (float(c.bounds[0]), float(c.bounds[1]))
+        for n, c in sorted(profile.columns.items())
+        if c.policy == "clamp" and c.bounds is not None
+    }
+    if drop_missing or drop or clamp:
+        engine.apply_policies(table, drop_missing=[*drop_missing, *drop], drop_nonfinite=drop, clamp=clamp)
+
+
+def _source_path(source: object) -> str | None:
+    if isinstance(source, str | os.PathLike) and Path(source).is_file():
+        return str(Path(source).resolve())
+    return None
+
+
+def _budget_json(budget: PureDP | ApproxDP) -> dict[str, str]:
+    delta = budget.delta if isinstance(budget, ApproxDP) else 0
+    return {"epsilon": str(budget.epsilon), "delta": str(delta)}

@@ -1,0 +1,227 @@
+"""A dataset's public profile: what the steward declares at registration, as JSON and as a query Schema.
+
+Column kinds come from the engine's public schema (types only) unless the steward overrides them;
+bounds, keys and per-column data policies are declared, never read from the data. The profile is
+stored in the ledger per snapshot version and carried by every release record.
+
+Per-column data policies (applied once, at registration, by the steward):
+
+* ``refuse``: registration fails when the column has a missing (NULL), NaN or infinite value;
+  the error names the column and the fix.
+* ``drop``: rows where the column is missing, NaN or infinite are removed.
+* ``clamp`` (bounded numeric columns only): infinite and out-of-range values are clamped into the
+  declared bounds; missing and NaN values stay missing (sums and quantiles leave them out, counts of
+  rows still count the row).
+
+The privacy-unit column accepts ``refuse`` (default) or ``drop`` for rows without a unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import InvalidData, UsageError
+from dpsense.engine import TableInfo
+from dpsense.query import ColumnKind, Schema
+from dpsense.query._schema import check_bounds
+from dpsense.query._values import PublicValue, normalise_set
+
+PROFILE_VERSION = 1
+POLICIES = ("refuse", "drop", "clamp")
+_ENGINE_KINDS = {
+    "integer": ColumnKind.INTEGER,
+    "float": ColumnKind.NUMERIC,
+    "decimal": ColumnKind.NUMERIC,
+    "string": ColumnKind.CATEGORICAL,
+    "boolean": ColumnKind.CATEGORICAL,
+}
+
+
+@dataclass(frozen=True)
+class ColumnProfile:
+    """One column's public facts: kind, declared bounds or keys, and its data policy."""
+
+    kind: ColumnKind
+    bounds: tuple[Fraction, Fraction] | None = None
+    keys: tuple[Any, ...] | None = None
+    policy: str = "refuse"
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON; bounds as exact ``"n/d"`` strings, keys as given (strings or integers)."""
+        return {
+            "kind": self.kind.value,
+            "bounds": None if self.bounds is None else [_q(b) for b in self.bounds],
+            "keys": None if self.keys is None else [_plain(k) for k in self.keys],
+            "policy": self.policy,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ColumnProfile:
+        """The inverse of ``to_json``."""
+        bounds = doc.get("bounds")
+        keys = doc.get("keys")
+        return cls(
+            ColumnKind(doc["kind"]),
+            None if bounds is None else (Fraction(bounds[0]), Fraction(bounds[1])),
+            None if keys is None else tuple(keys),
+            str(doc.get("policy", "refuse")),
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The public profile of one registered dataset snapshot."""
+
+    unit: str
+    adjacency: Adjacency
+    columns: dict[str, ColumnProfile]
+    max_rows_per_unit: int | None
+    unit_policy: str = "refuse"
+    policy: dict[str, Any] | None = None
+    source: str | None = None
+    budget: dict[str, str] = field(default_factory=dict)
+
+    def schema(self) -> Schema:
+        """The query Schema: column kinds with the declared bounds and keys; the unit column as ``unit``."""
+        kinds: dict[str, ColumnKind | str] = {name: c.kind for name, c in self.columns.items()}
+        kinds[self.unit] = ColumnKind.UNIT
+        bounds = {n: c.bounds for n, c in self.columns.items() if c.bounds is not None}
+        keys = {n: c.keys for n, c in self.columns.items() if c.keys is not None}
+        return Schema(kinds, bounds=bounds, keys=keys)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (stored in the ledger and in every release record)."""
+        return {
+            "version": PROFILE_VERSION,
+            "unit": self.unit,
+            "unit_policy": self.unit_policy,
+            "adjacency": self.adjacency.value,
+            "columns": {n: c.to_json() for n, c in sorted(self.columns.items())},
+            "max_rows_per_unit": self.max_rows_per_unit,
+            "policy": self.policy,
+            "source": self.source,
+            "budget": self.budget,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Profile:
+        """The inverse of ``to_json``."""
+        if doc.get("version") != PROFILE_VERSION:
+            raise UsageError("the stored dataset profile has an unknown version", doc.get("version"), "upgrade dpsense")
+        return cls(
+            unit=str(doc["unit"]),
+            adjacency=Adjacency.parse(doc["adjacency"]),
+            columns={n: ColumnProfile.from_json(c) for n, c in doc["columns"].items()},
+            max_rows_per_unit=doc.get("max_rows_per_unit"),
+            unit_policy=str(doc.get("unit_policy", "refuse")),
+            policy=doc.get("policy"),
+            source=doc.get("source"),
+            budget=dict(doc.get("budget") or {}),
+        )
+
+
+def build_profile(
+    info: TableInfo,
+    *,
+    unit: str,
+    adjacency: Adjacency,
+    bounds: Mapping[str, tuple[PublicValue, PublicValue]],
+    keys: Mapping[str, Iterable[PublicValue]],
+    kinds: Mapping[str, str],
+    policies: Mapping[str, str],
+    max_rows_per_unit: int | None,
+) -> Profile:
+    """The profile of a table from its public schema and the steward's declarations (no data read)."""
+    names = info.column_names
+    for what, declared in (("bounds", bounds), ("keys", keys), ("kinds", kinds), ("policies", policies)):
+        for name in declared:
+            if name not in names:
+                raise UsageError(
+                    f"{what} name a column the source does not have", name, f"use one of: {', '.join(names)}"
+                )
+    if unit not in names:
+        raise UsageError(
+            "the privacy unit must be a column of the source", unit, f"pass privacy_unit= one of: {', '.join(names)}"
+        )
+    unit_policy = policies.get(unit, "refuse")
+    if unit_policy not in ("refuse", "drop"):
+        raise UsageError("rows without a privacy unit can only be refused or dropped", unit_policy, "use 'drop'")
+    columns: dict[str, ColumnProfile] = {}
+    for column in info.columns:
+        if column.name == unit:
+            continue
+        kind = _kind(column.name, column.kind, kinds.get(column.name))
+        if kind is None:
+            continue  # temporal and other types are not queryable yet; they stay out of the schema
+        col_bounds = None
+        if column.name in bounds:
+            col_bounds = check_bounds(bounds[column.name], what=f"bounds of {column.name!r}")
+        col_keys = None
+        if column.name in keys:
+            col_keys = normalise_set(keys[column.name], numeric=kind.is_numeric, what=f"keys of {column.name!r}")
+        policy = policies.get(column.name, "refuse")
+        if policy not in POLICIES:
+            raise UsageError(f"unknown data policy for {column.name!r}", policy, f"use one of: {', '.join(POLICIES)}")
+        if policy == "clamp" and col_bounds is None:
+            raise UsageError(
+                "the clamp policy needs declared bounds",
+                column.name,
+                f"declare bounds for {column.name!r} or use 'drop'",
+            )
+        columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy)
+    profile = Profile(unit, adjacency, columns, max_rows_per_unit, unit_policy)
+    profile.schema()  # validates kinds against bounds and keys
+    return profile
+
+
+def check_quality(profile: Profile, quality: Mapping[str, Any]) -> None:
+    """Refuse bad data under the ``refuse`` policy (steward-facing; names the column and the fix)."""
+    issues = quality.get(profile.unit)
+    if issues is not None and issues.missing and profile.unit_policy == "refuse":
+        raise InvalidData(
+            "rows without a privacy unit were found",
+            profile.unit,
+            f"fix the data, or declare policies={{{profile.unit!r}: 'drop'}} to drop those rows",
+        )
+    for name, column in sorted(profile.columns.items()):
+        issues = quality.get(name)
+        if issues is None or column.policy != "refuse":
+            continue
+        if issues.missing or issues.nan or issues.infinite:
+            alternatives = "'drop' or 'clamp'" if column.bounds is not None else "'drop'"
+            raise InvalidData(
+                "the column has missing, NaN or infinite values and its policy is 'refuse'",
+                name,
+                f"clean the data, or declare policies={{{name!r}: ...}} with {alternatives}",
+            )
+
+
+def checked_columns(profile: Profile) -> list[str]:
+    """The columns whose quality registration checks: the unit, and every numeric column."""
+    numeric = [n for n, c in sorted(profile.columns.items()) if c.kind.is_numeric or c.kind is ColumnKind.POINT]
+    return [profile.unit, *numeric]
+
+
+def _kind(name: str, engine_kind: str, declared: str | None) -> ColumnKind | None:
+    if declared is not None:
+        kind = ColumnKind.parse(declared, column=name)
+        if kind is ColumnKind.UNIT:
+            raise UsageError("the unit column is declared with privacy_unit=", name, "drop it from kinds")
+        if (kind.is_numeric or kind is ColumnKind.POINT) and engine_kind not in ("integer", "float", "decimal"):
+            raise UsageError(f"column {name!r} is not numeric in the source", engine_kind, "declare another kind")
+        return kind
+    return _ENGINE_KINDS.get(engine_kind)
+
+
+def _q(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else _q(value)
+    return value

@@ -1,0 +1,373 @@
+"""``Session``: the one path from a question to a charged, stored, auditable release.
+
+``release`` runs, in this order (DESIGN.md, layer L4):
+
+1. build the query against the dataset's public schema and plan it from public facts only;
+   check the executor can run it and the per-release ε cap — all before the ledger is touched, so
+   bad input leaves the ledger unchanged (DESIGN invariant 6);
+2. ``ledger.reserve`` the plan's exact loss under a cache key (keyed snapshot fingerprint + canonical
+   plan + mechanism version): a stored answer to the same request is returned at no cost, with its
+   stored noise (invariant 5);
+3. run the plan on the engine with a fresh secret salt inside a release scope (temporary tables are
+   removed on exit, even on error);
+4. check that the realised loss of every step composes to exactly the charge (``InternalError``
+   otherwise, charged: data was read);
+5. ``ledger.commit`` the noisy values with the record (plan, explain report, policy, versions).
+
+A failure after the data was read is charged and reported without a reason (``ChargedFailure``).
+Releases refuse to run while the test-only deterministic noise source is active, unless the session
+was opened with ``allow_test_noise=True`` (tests only; such records are marked ``test_noise``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from dpsense._version import __version__
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import ChargedFailure, DPSenseError, InternalError, InvalidPrivacyParameter, UsageError
+from dpsense.core.numbers import NumberLike
+from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.engine import Engine
+from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Scope, StoredRelease
+from dpsense.noise.entropy import is_test_source_active, random_bytes
+from dpsense.query import Plan, Query, assert_loss_equals, plan
+from dpsense.query._values import PublicValue
+from dpsense.release._datasets import Dataset, Declaration, attach, register
+from dpsense.release._executor import check_executable, execute
+from dpsense.release._policy import Budget, PrivacyPolicy
+from dpsense.release._release import Release, release_value
+
+#: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
+MECHANISM_VERSION = "dpsense-release/1"
+_SALT_BYTES = 32
+_ROLES = ("analyst", "steward")
+
+
+class Session:
+    """An analyst's (or the steward's) connection to one ledger and one engine.
+
+    Example::
+
+        session = Session.open("sqlite:///dpsense.db", analyst="alice", role="steward")
+        events = session.register_dataset("events", source="events.parquet", privacy_unit="person_id",
+                                          bounds={"hours": (0, 24)}, budget=Budget(4), policy=policy)
+        release = session.release(events.query().agg(n=count()), epsilon=0.5)
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        analyst: str,
+        role: str = "analyst",
+        engine: Engine | None = None,
+        allow_test_noise: bool = False,
+        owns_ledger: bool = False,
+    ) -> None:
+        if role not in _ROLES:
+            raise UsageError("a session's role is 'analyst' or 'steward'", role, "pass role='analyst'")
+        if not isinstance(analyst, str) or not analyst:
+            raise UsageError("a session needs the analyst's name", analyst, "pass analyst='alice'")
+        self._ledger = ledger
+        self._owns_ledger = owns_ledger
+        self._engine = engine if engine is not None else _default_engine()
+        self._owns_engine = engine is None
+        self.analyst = analyst
+        self.role = role
+        self._allow_test_noise = allow_test_noise
+        self._datasets: dict[str, Dataset] = {}
+        if role == "steward":
+            ledger.add_analyst(analyst)
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        analyst: str,
+        role: str = "analyst",
+        engine: Engine | None = None,
+        allow_test_noise: bool = False,
+    ) -> Session:
+        """Open the ledger at ``url`` (``sqlite:///path.db`` or ``postgresql://...``) for ``analyst``."""
+        return cls(
+            Ledger.open(url),
+            analyst=analyst,
+            role=role,
+            engine=engine,
+            allow_test_noise=allow_test_noise,
+            owns_ledger=True,
+        )
+
+    def close(self) -> None:
+        """Close the engine (removing every copy and temporary table) and the ledger if this session opened them."""
+        if self._owns_engine:
+            self._engine.close()
+        if self._owns_ledger:
+            self._ledger.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger this session charges."""
+        return self._ledger
+
+    # -- steward ---------------------------------------------------------------------------------
+
+    def add_analyst(self, name: str) -> None:
+        """Allow ``name`` to release from this ledger (steward only)."""
+        self._require_steward("add analysts")
+        self._ledger.add_analyst(name)
+
+    def set_budget(self, dataset: str, scope: Scope, budget: Budget) -> None:
+        """Create or change a sub-budget (per analyst, family, period) or the total (steward only)."""
+        self._require_steward("set budgets")
+        self._ledger.set_budget(dataset, scope, budget.as_loss())
+
+    def register_dataset(
+        self,
+        name: str,
+        *,
+        source: object,
+        privacy_unit: str,
+        budget: Budget,
+        policy: PrivacyPolicy,
+        adjacency: Adjacency | str = "add_remove",
+        bounds: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
+        keys: Mapping[str, Iterable[PublicValue]] | None = None,
+        kinds: Mapping[str, str] | None = None,
+        policies: Mapping[str, str] | None = None,
+        max_rows_per_unit: int | None = None,
+        snapshot: str = "v1",
+    ) -> Dataset:
+        """Register ``source`` (CSV/Parquet path, pandas/Polars/Arrow table, DuckDB table) with its budget.
+
+        Steward only. Everything but the data checks is judged before the data is read: the privacy
+        unit and declared columns must exist, bounds must be ordered, δ must be well below
+        1/population, the per-release ε cap within the budget. Then the data checks run with the
+        declared per-column policies (``refuse`` / ``drop`` / ``clamp``). Data that matches a registered
+        snapshot (keyed fingerprint) links to that dataset's budget; ``Dataset.linked`` says so.
+        """
+        self._require_steward("register datasets")
+        adj = Adjacency.parse(adjacency)
+        loss = budget.as_loss()
+        if not isinstance(policy, PrivacyPolicy):
+            raise UsageError(
+                "registration records the privacy policy", type(policy).__name__, "pass policy=PrivacyPolicy(...)"
+            )
+        policy.check(loss)
+        if max_rows_per_unit is not None and (
+            isinstance(max_rows_per_unit, bool) or not isinstance(max_rows_per_unit, int) or max_rows_per_unit < 1
+        ):
+            raise UsageError("max_rows_per_unit must be an integer >= 1", max_rows_per_unit, "pass e.g. 30")
+        declaration = Declaration(
+            privacy_unit, adj, bounds or {}, keys or {}, kinds or {}, policies or {}, max_rows_per_unit
+        )
+        if name in self._datasets:
+            raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")
+        dataset = register(
+            self._ledger, self._engine, name, source=source, snapshot=snapshot, declaration=declaration,
+            budget=loss, policy=policy,
+        )  # fmt: skip
+        self._datasets[dataset.name] = dataset
+        return dataset
+
+    # -- analysts --------------------------------------------------------------------------------
+
+    def dataset(self, name: str, *, source: object | None = None, snapshot: str | None = None) -> Dataset:
+        """A registered dataset, attached to this session (its data loaded and checked against the fingerprint)."""
+        if name not in self._datasets:
+            self._datasets[name] = attach(self._ledger, self._engine, name, source=source, snapshot=snapshot)
+        return self._datasets[name]
+
+    def datasets(self) -> list[str]:
+        """Every dataset registered in the ledger."""
+        return self._ledger.dataset_names()
+
+    def preview(self, query: Query, *, epsilon: NumberLike, delta: NumberLike = 0, public_n: int | None = None) -> Plan:
+        """The plan a release would run (mechanisms, sensitivities, cost), without charging or reading data."""
+        dataset = self._attached(query)
+        ir = query.build(dataset.schema)
+        result = plan(
+            ir,
+            epsilon=epsilon,
+            delta=delta,
+            adjacency=dataset.profile.adjacency,
+            public_n=public_n,
+            max_rows_per_unit=dataset.profile.max_rows_per_unit,
+        )
+        check_executable(ir, result)
+        self._check_cap(dataset, result)
+        return result
+
+    def release(
+        self,
+        query: Query,
+        *,
+        epsilon: NumberLike,
+        delta: NumberLike = 0,
+        public_n: int | None = None,
+        request_id: str | None = None,
+        family: str | None = None,
+    ) -> Release:
+        """Release ``query`` at exactly (``epsilon``, ``delta``); see the module docstring for the steps.
+
+        Raises:
+            UsageError (and subclasses): bad input, judged before the ledger is touched.
+            BudgetExhausted: a budget scope cannot cover the request (nothing charged).
+            ChargedFailure: the release failed after reading data (charged, no reason given).
+
+        """
+        if is_test_source_active() and not self._allow_test_noise:
+            raise UsageError(
+                "releases refuse to run on the test-only deterministic noise source",
+                "deterministic_entropy active",
+                "leave the deterministic_entropy() block, or open a test session with allow_test_noise=True",
+            )
+        dataset = self._attached(query)
+        the_plan = self.preview(query, epsilon=epsilon, delta=delta, public_n=public_n)
+        ir = query.build(dataset.schema)
+        requested = the_plan.requested
+        reservation = self._ledger.reserve(
+            dataset=dataset.name,
+            analyst=self.analyst,
+            request_id=request_id or random_bytes(16).hex(),
+            loss=requested,
+            family=family,
+            cache_key=self._cache_key(dataset, the_plan),
+        )
+        if reservation.stored is not None:
+            return Release(reservation.stored, cached=True, charged=None)
+        data_accessed = False
+        try:
+            assert_loss_equals(the_plan, reservation.loss)
+            with self._engine.release_scope():
+                data_accessed = True
+                executed = execute(
+                    self._engine,
+                    dataset.table,
+                    ir=ir,
+                    plan=the_plan,
+                    unit_column=dataset.profile.unit,
+                    salt=random_bytes(_SALT_BYTES),
+                    engine_key=_engine_value,
+                )
+            if _pair(executed.total_loss) != _pair(reservation.loss):
+                raise InternalError(f"the steps ran at {executed.total_loss}, not the charged {reservation.loss}")
+            record = ReleaseRecord(
+                value=release_value(executed),
+                mechanism=",".join(sorted({s.mechanism for s in the_plan.steps})),
+                mechanism_version=MECHANISM_VERSION,
+                parameters=self._parameters(dataset, the_plan, ir.canonical()),
+                privacy_unit=dataset.profile.unit,
+                adjacency=dataset.profile.adjacency.value,
+                code_version=__version__,
+            )
+            stored = self._ledger.commit(reservation, record)
+        except DPSenseError as exc:
+            self._ledger.fail(reservation, data_accessed=data_accessed)
+            if data_accessed:
+                raise ChargedFailure(reservation.request_id) from None
+            raise exc
+        except BaseException:
+            self._ledger.fail(reservation, data_accessed=data_accessed)
+            if data_accessed:
+                raise ChargedFailure(reservation.request_id) from None
+            raise
+        return Release(stored, cached=False, charged=requested)
+
+    def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
+        """Cap, spend and remainder of the dataset's total budget (or of a sub-budget ``scope``)."""
+        return self._ledger.budget(dataset, scope)
+
+    def history(self, dataset: str) -> list[StoredRelease]:
+        """Stored releases of ``dataset``: the steward sees all, an analyst only their own."""
+        releases = self._ledger.releases(dataset)
+        if self.role == "steward":
+            return releases
+        return [r for r in releases if r.parameters.get("analyst") == self.analyst]
+
+    def verify_log(self) -> AuditReport:
+        """Walk the ledger's audit hash chain."""
+        return self._ledger.verify()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _require_steward(self, what: str) -> None:
+        if self.role != "steward":
+            raise UsageError(f"only a steward may {what}", self.analyst, "open the session with role='steward'")
+
+    def _attached(self, query: Query) -> Dataset:
+        if not isinstance(query, Query):
+            raise UsageError("release() takes a Query", type(query).__name__, "build one with dataset.query()")
+        if query.dataset not in self._datasets:
+            return self.dataset(query.dataset)
+        return self._datasets[query.dataset]
+
+    @staticmethod
+    def _check_cap(dataset: Dataset, the_plan: Plan) -> None:
+        policy = dataset.profile.policy or {}
+        cap = Fraction(policy["per_release_epsilon"]) if "per_release_epsilon" in policy else None
+        if cap is not None and the_plan.requested.epsilon > cap:
+            raise InvalidPrivacyParameter(
+                "the release asks for more ε than the dataset's per-release cap",
+                float(the_plan.requested.epsilon),
+                f"ask for epsilon <= {float(cap):g}, or split the query into smaller releases",
+            )
+
+    def _cache_key(self, dataset: Dataset, the_plan: Plan) -> str:
+        stored = self._ledger.profile(dataset.name, dataset.snapshot)
+        doc = {
+            "snapshot": stored.fingerprint,
+            "plan": the_plan.canonical(),
+            "mechanism_version": MECHANISM_VERSION,
+            "test_noise": is_test_source_active(),
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+    def _parameters(self, dataset: Dataset, the_plan: Plan, query_text: str) -> dict[str, Any]:
+        profile = dataset.profile.to_json()
+        profile.pop("source", None)
+        return {
+            "analyst": self.analyst,
+            "dataset": dataset.name,
+            "snapshot": dataset.snapshot,
+            "query": json.loads(query_text),
+            "plan": json.loads(the_plan.canonical()),
+            "explain": the_plan.explain(),
+            "profile": profile,
+            "policy": dataset.profile.policy,
+            "test_noise": is_test_source_active(),
+        }
+
+
+def _default_engine() -> Engine:
+    from dpsense.engine import DuckDBEngine
+
+    engine: Engine = DuckDBEngine()
+    return engine
+
+
+def _engine_value(value: Any) -> Any:
+    """A public query value (exact fraction, string, bool) as the engine binds it."""
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else float(value)
+    return value
+
+
+def _pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
+    if isinstance(loss, ApproxDP):
+        return (loss.epsilon, loss.delta)
+    if isinstance(loss, PureDP):
+        return (loss.epsilon, Fraction(0))
+    raise InternalError("a zCDP loss in a (ε, δ) release")

@@ -1,0 +1,60 @@
+"""Shared data for the release-system tests: a planted dataset with distinctive true values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+import dpsense as dp
+
+REGIONS = ["north", "south", "east", "west"]
+
+
+def policy(**changes: object) -> dp.PrivacyPolicy:
+    """A complete privacy policy for tests (population 10^6, per-release ε cap 2)."""
+    values: dict[str, object] = {
+        "protected": "a person and all their events",
+        "population": 1_000_000,
+        "planned_releases": 10,
+        "release_window": "2026-12-01/2027-11-30",
+        "delta_rationale": "δ = 1e-8, well below 1/(10 x population)",
+        "per_release_epsilon": 2,
+        "attacker_knowledge": "all but one person's rows",
+        "minimum_useful_accuracy": "counts within ±100",
+        "approved_by": "test steward",
+        "approved_on": "2026-11-29",
+        "next_review": "2027-05-29",
+    }
+    values.update(changes)
+    return dp.PrivacyPolicy(**values)  # type: ignore[arg-type]
+
+
+def planted(persons: int = 600, rows_per_person: int = 3) -> pd.DataFrame:
+    """A deterministic dataset: persons in 4 regions, ``rows_per_person`` events each, hours and age."""
+    person = np.repeat(np.arange(persons), rows_per_person)
+    region = np.array(REGIONS)[person % 4]
+    hours = 1.0 + (np.arange(person.size) % 17) * 0.731
+    age = 20 + (person * 7) % 61
+    return pd.DataFrame(
+        {
+            "person_id": [f"p{p}" for p in person],
+            "region": region,
+            "hours": hours,
+            "age": age.astype(np.int64),
+        }
+    )
+
+
+def register(session: dp.Session, frame: pd.DataFrame, name: str = "events", **kw: object) -> dp.Dataset:
+    """Register ``frame`` with the usual declarations (overridable)."""
+    args: dict[str, object] = {
+        "source": frame,
+        "privacy_unit": "person_id",
+        "bounds": {"hours": (0, 24), "age": (0, 120)},
+        "keys": {"region": REGIONS},
+        "max_rows_per_unit": 5,
+        "budget": dp.Budget(epsilon=10, delta=1e-8),
+        "policy": policy(),
+    }
+    args.update(kw)
+    return session.register_dataset(name, **args)  # type: ignore[arg-type]
