@@ -1,61 +1,49 @@
-"""The ``dpsense`` command line (a thin front end; argparse, no extra dependencies).
+"""The ``dpsense`` command line: a thin front end over ``dpsense.release`` (layer L5).
 
-Commands:
+Commands (``dpsense COMMAND --help`` for each):
     dpsense audit [--samples N] [--controls] [--only NAME]
-        Run the empirical privacy audits on the installed mechanisms and print, per mechanism, the
-        claimed (ε, δ) next to a statistical lower bound on ε (confidence 1 - 1e-9). A lower bound
-        above the claim means the build is broken; the controls are deliberately broken mechanisms
-        that show the audit can tell.
+        Empirical privacy audits of the installed mechanisms (argparse; needs no extra).
+    dpsense demo [--dir build/demo] [--persons N]
+    dpsense dataset add NAME --source PATH --unit COL ... --budget-epsilon E --privacy-policy P.yaml --steward
+    dpsense analyst add NAME --steward
+    dpsense release SPEC.yaml [--json | --csv]
+    dpsense preview SPEC.yaml
+    dpsense budget DATASET [--json | --csv]
+    dpsense history DATASET [--json | --csv]
+    dpsense verify-log [--json]
+
+Every command but ``audit`` needs the ``cli`` extra (typer, rich, pydantic, PyYAML), imported only
+when such a command runs, so ``import dpsense.cli`` and ``dpsense audit`` work without it. Common
+options: ``--ledger URL`` (env ``DPSENSE_LEDGER``, default ``sqlite:///dpsense.db``), ``--analyst
+NAME`` (env ``DPSENSE_ANALYST``, default the OS user), ``--steward``. Exit codes: 0 ok, 1 a broken
+audit chain or audit, 2 a refusal or bad input, 3 budget exhausted, 4 a charged failure.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from collections.abc import Sequence
 
-from dpsense.audit.scenarios import all_scenarios, run_audit
-
-
-def _audit(args: argparse.Namespace) -> int:
-    scenarios = [s for s in all_scenarios() if (args.controls or not s.control)]
-    if args.only:
-        scenarios = [s for s in scenarios if args.only.lower() in s.name.lower()]
-    print(f"{'mechanism':46s} {'claim ε':>8s} {'δ':>8s} {'ε lower bound':>14s}  {'verdict':9s} neighbours")
-    failures = 0
-    for scenario in scenarios:
-        start = time.perf_counter()
-        row = run_audit(scenario, samples=max(1000, args.samples // (10 if scenario.slow else 1)))
-        if row.flagged and not scenario.control:
-            verdict = "VIOLATED"
-            failures += 1
-        elif scenario.control:
-            verdict = "caught" if row.flagged else "missed"
-            failures += 0 if row.flagged else 1
-        else:
-            verdict = "ok"
-        print(
-            f"{scenario.name:46s} {scenario.epsilon:8.3g} {scenario.delta:8.2g} "
-            f"{row.result.epsilon_lower_bound:14.3f}  {verdict:9s} {scenario.neighbours}"
-            f"  [{time.perf_counter() - start:.1f}s]"
-        )
-    return 1 if failures else 0
+#: The third-party modules of the ``cli`` extra.
+CLI_EXTRA_MODULES = frozenset({"typer", "click", "rich", "pydantic", "pydantic_core", "yaml"})
+MISSING_EXTRA = "the dpsense CLI needs the cli extra: pip install 'dpsense[cli]'"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dpsense`` console script."""
-    parser = argparse.ArgumentParser(prog="dpsense", description="Differentially private statistics.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    audit = sub.add_parser("audit", help="empirical privacy checks of the installed mechanisms")
-    audit.add_argument("--samples", type=int, default=200_000, help="outputs per neighbouring dataset")
-    audit.add_argument("--controls", action="store_true", help="also run the deliberately broken controls")
-    audit.add_argument("--only", default="", help="run the scenarios whose name contains this text")
-    args = parser.parse_args(argv)
-    if args.command == "audit":
-        return _audit(args)
-    return 2  # pragma: no cover - argparse enforces the commands
+    """Entry point of the ``dpsense`` console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["audit"]:
+        from dpsense.cli._audit import main as audit_main
+
+        return audit_main(args)
+    try:
+        from dpsense.cli._app import run
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in CLI_EXTRA_MODULES:
+            raise
+        print(MISSING_EXTRA, file=sys.stderr)
+        return 2
+    return run(args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["main"]

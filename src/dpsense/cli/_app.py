@@ -1,0 +1,366 @@
+"""The typer application: one short function per command, each a thin call into ``dpsense.release``.
+
+Output rules: ``--json`` / ``--csv`` print exactly one document on stdout and nothing else there;
+tables and lines for people go to stdout through rich; progress spinners and errors go to stderr.
+Every ``DPSenseError`` becomes one red line on stderr and an exit code (see ``_errors``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from dpsense.cli import _output as out
+from dpsense.cli._audit import DEFAULT_SAMPLES
+from dpsense.cli._audit import audit as run_audit
+from dpsense.cli._errors import exit_code, print_error
+from dpsense.cli._options import KINDS, POLICIES, parse_bounds, parse_choices, parse_keys
+from dpsense.cli._spec import load_policy, load_release_spec
+from dpsense.core.errors import DPSenseError, UsageError
+from dpsense.release import Budget, Session
+
+DEFAULT_LEDGER = "sqlite:///dpsense.db"
+_WIDE = 160  # columns for tables when stdout is not a terminal and COLUMNS is unset
+
+app = typer.Typer(
+    name="dpsense",
+    help="Differentially private statistics: register data, release noisy answers, audit the ledger.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,  # a traceback's locals could hold data: never render them
+    rich_markup_mode=None,
+)
+dataset_app = typer.Typer(help="Register datasets (steward).", no_args_is_help=True)
+analyst_app = typer.Typer(help="Allow analysts to release (steward).", no_args_is_help=True)
+app.add_typer(dataset_app, name="dataset")
+app.add_typer(analyst_app, name="analyst")
+
+LedgerOpt = Annotated[
+    str, typer.Option("--ledger", envvar="DPSENSE_LEDGER", help="Ledger URL: sqlite:///path.db or postgresql://...")
+]
+AnalystOpt = Annotated[
+    str | None, typer.Option("--analyst", envvar="DPSENSE_ANALYST", help="Who asks [default: the OS user].")
+]
+StewardOpt = Annotated[bool, typer.Option("--steward", help="Act as the data steward (role 'steward').")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV on stdout.")]
+SpecArg = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The release spec (YAML).")]
+
+
+class AdjacencyChoice(str, Enum):
+    """The declared adjacency of a dataset."""
+
+    ADD_REMOVE = "add_remove"
+    REPLACE = "replace"
+
+
+@dataclass(frozen=True)
+class _IO:
+    """Where a command writes: ``out`` for results (stdout), ``err`` for progress and errors (stderr)."""
+
+    out: Console
+    err: Console
+
+    def document(self, text: str) -> None:
+        """One machine-readable document on stdout."""
+        typer.echo(text, nl=not text.endswith("\n"))
+
+
+@contextmanager
+def _command() -> Iterator[_IO]:
+    """The consoles of one command; a ``DPSenseError`` becomes one red line and its exit code."""
+    wide = None if os.environ.get("COLUMNS") else _WIDE
+    stdout = Console(highlight=False)
+    io = _IO(stdout if stdout.is_terminal else Console(highlight=False, width=wide), Console(stderr=True))
+    try:
+        yield io
+    except DPSenseError as exc:
+        print_error(io.err, str(exc))
+        raise typer.Exit(exit_code(exc)) from None
+
+
+def _session(ledger: str, analyst: str | None, steward: bool) -> Session:
+    return Session.open(ledger, analyst=analyst or _os_user(), role="steward" if steward else "analyst")
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        raise UsageError("cannot tell who is asking", None, "pass --analyst NAME or set DPSENSE_ANALYST") from None
+
+
+def _require_steward(steward: bool, what: str) -> None:
+    if not steward:
+        raise UsageError(f"only the data steward may {what}", "role=analyst", "run it as the steward: add --steward")
+
+
+def _format(as_json: bool, as_csv: bool) -> str:
+    if as_json and as_csv:
+        raise UsageError("--json and --csv print one document each", "--json --csv", "pick one of them")
+    return "json" if as_json else "csv" if as_csv else "human"
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path, typer.Option("--dir", help="Where the data and the ledger go.")] = Path("build/demo"),
+    persons: Annotated[int, typer.Option("--persons", min=1, help="How many synthetic persons.")] = 20_000,
+) -> None:
+    """Run the health-events demo: register synthetic data, release as 'alice'; run it twice to see the cache."""
+    from dpsense.cli.demo import run_demo
+
+    with _command() as io:
+        run_demo(directory, persons, io.out, progress=io.err)
+
+
+@dataset_app.command("add")
+def dataset_add(
+    name: Annotated[str, typer.Argument(help="The dataset's name.")],
+    source: Annotated[Path, typer.Option("--source", exists=True, dir_okay=False, help="CSV or Parquet file.")],
+    unit: Annotated[str, typer.Option("--unit", help="The privacy-unit column (whose data one guarantee covers).")],
+    budget_epsilon: Annotated[str, typer.Option("--budget-epsilon", metavar="E", help="The total ε.")],
+    privacy_policy: Annotated[
+        Path, typer.Option("--privacy-policy", exists=True, dir_okay=False, help="The privacy policy (YAML).")
+    ],
+    budget_delta: Annotated[str, typer.Option("--budget-delta", metavar="D", help="The total δ.")] = "0",
+    adjacency: Annotated[AdjacencyChoice, typer.Option("--adjacency")] = AdjacencyChoice.ADD_REMOVE,
+    bound: Annotated[list[str] | None, typer.Option("--bound", metavar="COL=L:U", help="Public bounds.")] = None,
+    keys: Annotated[list[str] | None, typer.Option("--keys", metavar="COL=a,b,c", help="Public keys.")] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", metavar="COL=KIND", help=" | ".join(KINDS))] = None,
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", metavar="COL=POLICY", help=" | ".join(POLICIES))
+    ] = None,
+    max_rows_per_unit: Annotated[int | None, typer.Option("--max-rows-per-unit", metavar="C")] = None,
+    snapshot: Annotated[str, typer.Option("--snapshot", help="The snapshot's name.")] = "v1",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    r"""Register a dataset with its budget, public declarations and privacy policy (steward).
+
+    The privacy policy file holds every field of dpsense.PrivacyPolicy:
+
+    \b
+        protected: "a person: every event they logged"
+        population: 1000000          # a public upper bound on the privacy units
+        planned_releases: 12
+        release_window: 2026-12-01/2027-11-30
+        delta_rationale: "pure ε-DP releases: δ = 0"
+        per_release_epsilon: 1.0
+        attacker_knowledge: "all but one person's events"
+        minimum_useful_accuracy: "counts within ±50"
+        approved_by: "the data steward"
+        approved_on: 2026-11-29
+        next_review: 2027-05-29
+    """
+    with _command() as io:
+        _require_steward(steward, "register datasets")
+        bounds = parse_bounds(bound or [])
+        public_keys = parse_keys(keys or [])
+        kinds = parse_choices("--kind", kind or [], KINDS, "location=point")
+        policies = parse_choices("--policy", policy or [], POLICIES, "hours=clamp")
+        the_policy = load_policy(privacy_policy)
+        with _session(ledger, analyst, steward) as session:
+            with io.err.status(f"registering {name!r}: reading and checking the data…"):
+                dataset = session.register_dataset(
+                    name,
+                    source=source,
+                    privacy_unit=unit,
+                    budget=Budget(budget_epsilon, budget_delta),
+                    policy=the_policy,
+                    adjacency=adjacency.value,
+                    bounds=bounds,
+                    keys=public_keys,
+                    kinds=kinds,
+                    policies=policies,
+                    max_rows_per_unit=max_rows_per_unit,
+                    snapshot=snapshot,
+                )
+            status = session.budget(dataset.name)
+        how = "same data as a registered snapshot: linked to its budget" if dataset.linked else "registered"
+        io.out.print(f"dataset {dataset.name!r} snapshot {dataset.snapshot!r}: {how}", markup=False)
+        io.out.print(out.profile_table(dataset.name, dataset.snapshot, dataset.profile.columns, dataset.profile.unit))
+        io.out.print(f"budget {out.loss_text(status.cap)}, spent {out.loss_text(status.spent)}", markup=False)
+
+
+@analyst_app.command("add")
+def analyst_add(
+    name: Annotated[str, typer.Argument(help="The analyst's name.")],
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Allow an analyst to release from this ledger (steward)."""
+    with _command() as io:
+        _require_steward(steward, "add analysts")
+        with _session(ledger, analyst, steward) as session:
+            session.add_analyst(name)
+        io.out.print(f"analyst {name!r} added", markup=False)
+
+
+@app.command()
+def release(
+    spec_yaml: SpecArg,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Also print the explain report.")] = False,
+) -> None:
+    r"""Release the statistics a YAML spec asks for (charged once; the same request again is free).
+
+    A typo in the spec is refused with the closest valid name before the ledger is opened. Example:
+
+    \b
+        dataset: events              # snapshot: v1, source: data.csv (relative to the spec) optional
+        epsilon: 0.5                 # delta: 0, request_id: job-1, public_n: 10000 optional
+        filters: [{column: age, op: ">=", value: 18}]
+        group_by: {column: region}   # keys: [north, south] optional
+        max_groups_per_unit: 1
+        aggregates:
+          people: {kind: count_units}
+          events: {kind: count, max_rows_per_unit: 30}
+          hours: {kind: mean, column: hours, bounds: [0, 24]}
+          p90: {kind: quantile, column: age, q: 0.9}
+
+    Kinds: count, count_units, sum, mean, variance, median, quantile (q), trimmed_mean
+    (trim_fraction), histogram (column, keys), min_distance (columns), triangle_count (columns); each
+    also takes max_rows_per_unit and mechanism, the numeric ones bounds.
+    """
+    with _command() as io:
+        shape = _format(as_json, as_csv)
+        spec, query = load_release_spec(spec_yaml)
+        with _session(ledger, analyst, steward) as session:
+            with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
+                session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
+            with io.err.status("releasing: charging the ledger, then reading the data…"):
+                result = session.release(
+                    query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n, request_id=spec.request_id
+                )
+            status = session.budget(result.record.dataset)
+        if shape == "json":
+            io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))
+        elif shape == "csv":
+            io.document(out.release_csv(result))
+        else:
+            io.out.print(out.release_table(result))
+            if explain:
+                io.out.print(result.explain(), markup=False)
+            io.out.print(out.budget_line(result, status), markup=False)
+
+
+@app.command()
+def preview(
+    spec_yaml: SpecArg,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Print the plan a release would run (mechanisms, sensitivities, cost), without charging anything."""
+    with _command() as io:
+        spec, query = load_release_spec(spec_yaml)
+        with _session(ledger, analyst, steward) as session:
+            with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
+                session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
+            plan = session.preview(query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n)
+            status = session.budget(spec.dataset)
+        io.out.print(plan.explain(), markup=False)
+        io.out.print(
+            f"preview only: nothing charged. A release would charge {out.loss_text(plan.requested)}; "
+            f"remaining {out.loss_text(status.remaining)}",
+            markup=False,
+        )
+
+
+@app.command()
+def budget(
+    dataset: Annotated[str, typer.Argument(help="The dataset's name.")],
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> None:
+    """Show a dataset's total budget: cap, spent, remaining (exact)."""
+    with _command() as io:
+        shape = _format(as_json, as_csv)
+        with _session(ledger, analyst, steward) as session:
+            status = session.budget(dataset)
+        if shape == "json":
+            io.document(out.dumps(out.budget_document(status)))
+        elif shape == "csv":
+            io.document(out.budget_csv(status))
+        else:
+            io.out.print(out.budget_table(status))
+
+
+@app.command()
+def history(
+    dataset: Annotated[str, typer.Argument(help="The dataset's name.")],
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> None:
+    """List the stored releases of a dataset (the steward sees all, an analyst their own)."""
+    with _command() as io:
+        shape = _format(as_json, as_csv)
+        with _session(ledger, analyst, steward) as session:
+            rows = out.history_rows(session.history(dataset), session.ledger.charges(dataset))
+        if shape == "json":
+            io.document(out.dumps({"dataset": dataset, "releases": rows}))
+        elif shape == "csv":
+            io.document(out.history_csv(rows))
+        else:
+            io.out.print(out.history_table(dataset, rows))
+
+
+@app.command("verify-log")
+def verify_log(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk the ledger's audit hash chain; exit code 1 if it is broken."""
+    with _command() as io:
+        with _session(ledger, analyst, steward) as session:
+            report = session.verify_log()
+        if as_json:
+            io.document(out.dumps(out.audit_document(report)))
+        elif report.ok:
+            io.out.print(f"audit log ok: {report.entries} entries, head {report.head_hash[:16]}…", markup=False)
+        else:
+            print_error(io.err, f"audit log broken at entry {report.first_broken_seq}: {report.reason}")
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+@app.command()
+def audit(
+    samples: Annotated[int, typer.Option("--samples", help="Outputs per neighbouring dataset.")] = DEFAULT_SAMPLES,
+    controls: Annotated[bool, typer.Option("--controls", help="Also run the deliberately broken controls.")] = False,
+    only: Annotated[str, typer.Option("--only", help="Run the scenarios whose name contains this text.")] = "",
+) -> None:
+    """Empirical privacy checks of the installed mechanisms (also runs without the cli extra)."""
+    raise typer.Exit(run_audit(samples=samples, controls=controls, only=only))
+
+
+def run(args: list[str]) -> int:
+    """Run the application on ``args``; returns the exit code."""
+    try:
+        app(args=args, prog_name="dpsense")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

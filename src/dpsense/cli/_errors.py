@@ -1,0 +1,57 @@
+"""How the CLI reports refusals: one red line on stderr and an exit code, never a traceback.
+
+Exit codes:
+    0  success
+    1  the audit chain is broken (``verify-log``) or an audit failed
+    2  bad input or any other refusal (``DPSenseError``, a malformed YAML file, a bad option)
+    3  a budget cannot cover the request (``BudgetExhausted``): nothing was charged
+    4  the release failed after reading the data (``ChargedFailure``): it is charged
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from dpsense.core.errors import BudgetExhausted, ChargedFailure, DPSenseError, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+EXIT_REFUSED = 2
+EXIT_BUDGET = 3
+EXIT_CHARGED = 4
+
+
+def closest(value: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'x'?"`` for the closest choice (difflib), else the list of choices."""
+    options = sorted(choices)
+    match = difflib.get_close_matches(value, options, n=1, cutoff=0.6)
+    listed = ", ".join(options)
+    if match:
+        return f"did you mean {match[0]!r}? (valid: {listed})"
+    return f"use one of: {listed}"
+
+
+class SpecError(UsageError):
+    """A file or option the CLI reads breaks its format; the message names the field and the fix."""
+
+    def __init__(self, field: str, problem: str, value: object, fix: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}" if field else problem, value, fix)
+
+
+def exit_code(error: DPSenseError) -> int:
+    """The exit code of a refusal."""
+    if isinstance(error, BudgetExhausted):
+        return EXIT_BUDGET
+    if isinstance(error, ChargedFailure):
+        return EXIT_CHARGED
+    return EXIT_REFUSED
+
+
+def print_error(console: Console, message: str) -> None:
+    """One red line on ``console`` (stderr): the message with its line breaks folded."""
+    line = " ".join(message.split())
+    console.print(f"error: {line}", style="red", markup=False, highlight=False, soft_wrap=True)

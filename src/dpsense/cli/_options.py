@@ -1,0 +1,70 @@
+"""Parsing the steward's repeatable ``COLUMN=VALUE`` options of ``dpsense dataset add``.
+
+``--bound hours=0:24`` (public clipping bounds), ``--keys region=north,south`` (public keys; a key
+that is a whole number is read as an integer), ``--kind location=point`` and ``--policy hours=clamp``.
+Each mistake is a ``SpecError`` that names the option and shows the expected form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from dpsense.cli._errors import SpecError, closest
+
+KINDS = ("numeric", "integer", "categorical", "point", "edge")
+POLICIES = ("refuse", "drop", "clamp")
+
+
+def _split(option: str, item: str, example: str) -> tuple[str, str]:
+    column, sep, value = item.partition("=")
+    if not sep or not column.strip() or not value.strip():
+        raise SpecError(option, "expected COLUMN=VALUE", item, f"write e.g. {option} {example}")
+    return column.strip(), value.strip()
+
+
+def _once(option: str, parsed: Mapping[str, object], column: str, item: str) -> None:
+    if column in parsed:
+        raise SpecError(option, "each column is given once", item, f"merge the {option} options for {column!r}")
+
+
+def parse_bounds(items: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """``["hours=0:24"]`` -> ``{"hours": ("0", "24")}`` (decimal strings: kept exact)."""
+    out: dict[str, tuple[str, str]] = {}
+    for item in items:
+        column, value = _split("--bound", item, "hours=0:24")
+        low, sep, high = value.partition(":")
+        if not sep or not low.strip() or not high.strip():
+            raise SpecError("--bound", "expected COLUMN=LOWER:UPPER", item, "write e.g. --bound hours=0:24")
+        _once("--bound", out, column, item)
+        out[column] = (low.strip(), high.strip())
+    return out
+
+
+def parse_keys(items: Sequence[str]) -> dict[str, list[str | int]]:
+    """``["region=north,south"]`` -> ``{"region": ["north", "south"]}``; whole numbers become ints."""
+    out: dict[str, list[str | int]] = {}
+    for item in items:
+        column, value = _split("--keys", item, "region=north,south,east,west")
+        keys = [k.strip() for k in value.split(",")]
+        if any(not k for k in keys):
+            raise SpecError("--keys", "keys must not be empty", item, "separate keys by single commas")
+        _once("--keys", out, column, item)
+        out[column] = [_key(k) for k in keys]
+    return out
+
+
+def _key(text: str) -> str | int:
+    digits = text[1:] if text[:1] in "+-" else text
+    return int(text) if digits.isdigit() else text
+
+
+def parse_choices(option: str, items: Sequence[str], choices: Sequence[str], example: str) -> dict[str, str]:
+    """``["hours=clamp"]`` -> ``{"hours": "clamp"}``, each value one of ``choices``."""
+    out: dict[str, str] = {}
+    for item in items:
+        column, value = _split(option, item, example)
+        if value not in choices:
+            raise SpecError(option, f"unknown value for {column!r}", value, closest(value, choices))
+        _once(option, out, column, item)
+        out[column] = value
+    return out

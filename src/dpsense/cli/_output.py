@@ -1,0 +1,268 @@
+"""Rendering for the CLI: exact numbers as decimals, JSON and CSV documents, rich tables.
+
+Machine-readable output (``--json`` / ``--csv``) is exactly one document on stdout; everything meant
+for a person (tables, progress, errors) is rendered here with rich. Budgets are exact fractions; they
+print as exact decimals when the decimal expansion ends (it does for every ε and δ written in
+decimal), else to 12 significant digits followed by an ellipsis.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
+
+if TYPE_CHECKING:
+    from dpsense.ledger import AuditReport, BudgetStatus, ChargeRecord, StoredRelease
+    from dpsense.release import Release
+
+_ERROR_SUFFIX = "_error95"
+
+
+def decimal_text(value: Fraction | int) -> str:
+    """An exact number as a plain decimal (``3/8`` -> ``0.375``); non-terminating ones end in ``…``."""
+    frac = Fraction(value)
+    twos = fives = 0
+    rest = frac.denominator
+    while rest % 2 == 0:
+        rest, twos = rest // 2, twos + 1
+    while rest % 5 == 0:
+        rest, fives = rest // 5, fives + 1
+    if rest != 1:
+        return f"{float(frac):.12g}…"
+    places = max(twos, fives)
+    scaled = abs(frac.numerator) * 10**places // frac.denominator  # exact: the denominator divides 10**places
+    digits = str(scaled).rjust(places + 1, "0")
+    whole, fraction = digits[: len(digits) - places], digits[len(digits) - places :]
+    text = f"{whole}.{fraction}".rstrip("0").rstrip(".") if places else whole
+    return f"-{text}" if frac < 0 else text
+
+
+def loss_parts(loss: PrivacyLoss) -> dict[str, Fraction]:
+    """A privacy loss as its named parameters: ``{"epsilon", "delta"}`` or ``{"rho"}``."""
+    if isinstance(loss, PureDP):
+        return {"epsilon": loss.epsilon, "delta": Fraction(0)}
+    if isinstance(loss, ApproxDP):
+        return {"epsilon": loss.epsilon, "delta": loss.delta}
+    if isinstance(loss, ZCDP):
+        return {"rho": loss.rho}
+    raise TypeError(f"not a privacy loss: {loss!r}")
+
+
+def loss_text(loss: PrivacyLoss) -> str:
+    """``ε=1.5, δ=0`` (exact decimals)."""
+    names = {"epsilon": "ε", "delta": "δ", "rho": "ρ"}
+    return ", ".join(f"{names[k]}={decimal_text(v)}" for k, v in loss_parts(loss).items())
+
+
+def loss_json(loss: PrivacyLoss) -> dict[str, str]:
+    """A privacy loss for JSON: each parameter as an exact decimal string."""
+    return {k: decimal_text(v) for k, v in loss_parts(loss).items()}
+
+
+def dumps(document: object) -> str:
+    """One JSON document (UTF-8 text, stable key order, no NaN: missing values are null)."""
+    return json.dumps(_finite(document), ensure_ascii=False, sort_keys=True, indent=2)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """One CSV document: a header line, then one line per row (empty cells for missing values)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row])
+    return buffer.getvalue()
+
+
+# -- releases ------------------------------------------------------------------------------------
+
+
+def release_rows(release: Release) -> tuple[list[str], list[list[Any]]]:
+    """The release's public table as (columns, rows): noisy values and the public error bounds."""
+    frame = release.table
+    columns = [str(c) for c in frame.columns]
+    rows = [[_plain(v) for v in row] for row in frame.itertuples(index=False, name=None)]
+    return columns, rows
+
+
+def _plain(value: object) -> object:
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def release_document(release: Release) -> dict[str, Any]:
+    """The release as one JSON document: the table as records, cost, cache status and notes."""
+    record = release.record
+    columns, rows = release_rows(release)
+    return {
+        "release_id": record.release_id,
+        "dataset": record.dataset,
+        "snapshot": record.parameters.get("snapshot"),
+        "cached": release.cached,
+        "charged": None if release.charged is None else loss_json(release.charged),
+        "mechanism": record.mechanism,
+        "columns": columns,
+        "rows": [dict(zip(columns, row, strict=True)) for row in rows],
+        "notes": record.value.get("notes", {}),
+    }
+
+
+def release_csv(release: Release) -> str:
+    """The release's table as CSV."""
+    columns, rows = release_rows(release)
+    return csv_text(columns, rows)
+
+
+def release_table(release: Release) -> Table:
+    """The release's table for a person: whole-number columns as integers, others to 2 decimals, errors as ±."""
+    columns, rows = release_rows(release)
+    table = Table(title=f"release {release.record.release_id} of {release.record.dataset!r}")
+    for i, name in enumerate(columns):
+        numeric = any(isinstance(row[i], int | float) and not isinstance(row[i], bool) for row in rows)
+        table.add_column(name, justify="right" if numeric else "left")
+    whole = [all(_is_whole(row[i]) for row in rows) for i in range(len(columns))]
+    for row in rows:
+        table.add_row(*(_cell(name, value, w) for name, value, w in zip(columns, row, whole, strict=True)))
+    return table
+
+
+def _is_whole(value: object) -> bool:
+    return value is None or isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _cell(name: str, value: object, whole: bool) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    text = f"{value:,.0f}" if whole else f"{value:,.2f}"
+    return f"±{text}" if name.endswith(_ERROR_SUFFIX) else text
+
+
+def budget_line(release: Release, status: BudgetStatus) -> str:
+    """One line: what this release cost and where the budget stands."""
+    charged = release.charged
+    state = "cached: no new charge" if release.cached or charged is None else f"charged {loss_text(charged)}"
+    return (
+        f"{state}; budget spent {loss_text(status.spent)}, remaining {loss_text(status.remaining)} "
+        f"of {loss_text(status.cap)}"
+    )
+
+
+# -- budgets and history -------------------------------------------------------------------------
+
+
+def budget_document(status: BudgetStatus) -> dict[str, Any]:
+    """A budget status as JSON: cap, spent and remaining as exact decimal strings."""
+    return {
+        "dataset": status.dataset,
+        "scope": str(status.scope),
+        "mode": status.mode,
+        "cap": loss_json(status.cap),
+        "spent": loss_json(status.spent),
+        "remaining": loss_json(status.remaining),
+    }
+
+
+def budget_csv(status: BudgetStatus) -> str:
+    """A budget status as a one-row CSV."""
+    doc = budget_document(status)
+    parts = ("cap", "spent", "remaining")
+    header = ["dataset", "scope", "mode"] + [f"{p}_{k}" for p in parts for k in doc["cap"]]
+    row = [doc["dataset"], doc["scope"], doc["mode"]] + [doc[p][k] for p in parts for k in doc["cap"]]
+    return csv_text(header, [row])
+
+
+def budget_table(status: BudgetStatus) -> Table:
+    """A budget status for a person."""
+    table = Table(title=f"budget of {status.dataset!r} ({status.scope})")
+    for name in ("", "cap", "spent", "remaining"):
+        table.add_column(name, justify="right")
+    parts = {name: loss_parts(getattr(status, name)) for name in ("cap", "spent", "remaining")}
+    for key in parts["cap"]:
+        table.add_row(key, *(decimal_text(parts[name][key]) for name in ("cap", "spent", "remaining")))
+    return table
+
+
+HISTORY_COLUMNS = ("release_id", "charge_id", "analyst", "snapshot", "mechanism", "outputs", "epsilon", "delta")
+
+
+def history_rows(releases: Sequence[StoredRelease], charges: Sequence[ChargeRecord]) -> list[dict[str, Any]]:
+    """One record per stored release: who, which snapshot, which mechanisms, which outputs, what it cost."""
+    cost = {c.charge_id: loss_json(c.loss) for c in charges}
+    rows = []
+    for release in releases:
+        loss = cost.get(release.charge_id, {})
+        rows.append(
+            {
+                "release_id": release.release_id,
+                "charge_id": release.charge_id,
+                "analyst": release.parameters.get("analyst"),
+                "snapshot": release.parameters.get("snapshot"),
+                "mechanism": release.mechanism,
+                "outputs": ",".join(sorted(release.value.get("notes", {}))),
+                "epsilon": loss.get("epsilon"),
+                "delta": loss.get("delta"),
+            }
+        )
+    return rows
+
+
+def history_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """The history as CSV."""
+    return csv_text(HISTORY_COLUMNS, ([row[c] for c in HISTORY_COLUMNS] for row in rows))
+
+
+def history_table(dataset: str, rows: Sequence[dict[str, Any]]) -> Table:
+    """The history for a person."""
+    table = Table(title=f"releases of {dataset!r}")
+    for name in HISTORY_COLUMNS:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*("" if row[c] is None else str(row[c]) for c in HISTORY_COLUMNS))
+    return table
+
+
+def profile_table(name: str, snapshot: str, columns: dict[str, Any], unit: str) -> Table:
+    """A registered snapshot's public profile: per column its kind, bounds, keys and data policy."""
+    table = Table(title=f"public profile of {name!r} snapshot {snapshot!r} (privacy unit {unit!r})")
+    for heading in ("column", "kind", "bounds", "keys", "policy"):
+        table.add_column(heading)
+    for column, facts in sorted(columns.items()):
+        bounds = "" if facts.bounds is None else f"[{decimal_text(facts.bounds[0])}, {decimal_text(facts.bounds[1])}]"
+        keys = "" if facts.keys is None else ", ".join(map(str, facts.keys))
+        table.add_row(column, facts.kind.value, bounds, keys, facts.policy)
+    return table
+
+
+def audit_document(report: AuditReport) -> dict[str, Any]:
+    """The audit-chain check as JSON."""
+    return {
+        "ok": report.ok,
+        "entries": report.entries,
+        "head_hash": report.head_hash,
+        "first_broken_seq": report.first_broken_seq,
+        "reason": report.reason,
+    }

@@ -1,0 +1,294 @@
+"""The YAML documents the CLI reads: a release spec (-> ``Query``) and a privacy policy (-> ``PrivacyPolicy``).
+
+A release spec::
+
+    dataset: health_events
+    snapshot: v1                  # optional: the registered snapshot (default: the latest)
+    source: events.parquet        # optional: the data, if not at its registered path (relative to this file)
+    epsilon: 0.5
+    delta: 0                      # optional, default 0
+    request_id: weekly-2026-49    # optional: a retry with the same id never charges twice
+    public_n: 10000               # optional: a public row count (replace adjacency, ungrouped mean)
+    filters:                      # optional
+      - {column: age, op: ">=", value: 18}
+    group_by: {column: region, keys: [north, south, east, west]}   # optional; keys default to the declared
+    max_groups_per_unit: 1        # optional
+    aggregates:
+      people: {kind: count_units}
+      events: {kind: count, max_rows_per_unit: 30}
+      mean_hours: {kind: mean, column: hours, bounds: [0, 24]}
+      p90_age: {kind: quantile, column: age, q: 0.9}
+
+Aggregate kinds and their fields: ``count`` (max_rows_per_unit, mechanism), ``count_units``
+(mechanism), ``sum`` / ``mean`` / ``variance`` / ``median`` (column, bounds, max_rows_per_unit,
+mechanism), ``quantile`` (+ q), ``trimmed_mean`` (+ trim_fraction), ``histogram`` (column, keys,
+max_rows_per_unit, mechanism), ``min_distance`` (columns, bounds, max_rows_per_unit, mechanism),
+``triangle_count`` (columns, max_rows_per_unit, mechanism). A field a kind does not use is refused,
+never ignored. Everything is judged here before the ledger is opened; what needs the dataset's schema
+(unknown columns) and the privacy rules (ε > 0, δ in [0, 1), the per-release cap) is judged by the
+Session before it charges.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import StrictInt, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from dpsense.cli._errors import SpecError
+from dpsense.cli._yaml import Number, Scalar, StrictModel, load, unknown_choice
+from dpsense.core.errors import UsageError
+from dpsense.query import (
+    Aggregate,
+    AggregateKind,
+    Query,
+    count,
+    count_units,
+    histogram,
+    mean,
+    median,
+    min_distance,
+    quantile,
+    sum,
+    triangle_count,
+    trimmed_mean,
+    variance,
+)
+from dpsense.release import PrivacyPolicy
+
+RELEASE_HELP = "see the spec format in `dpsense release --help`"
+POLICY_HELP = "see the policy format in `dpsense dataset add --help`"
+_SHARED = frozenset({"kind", "max_rows_per_unit", "mechanism"})
+_NUMERIC = _SHARED | {"column", "bounds"}
+#: Per kind: (fields it accepts, fields it requires).
+_FIELDS: dict[AggregateKind, tuple[frozenset[str], frozenset[str]]] = {
+    AggregateKind.COUNT: (_SHARED, frozenset()),
+    AggregateKind.COUNT_UNITS: (frozenset({"kind", "mechanism"}), frozenset()),
+    AggregateKind.SUM: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.MEAN: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.VARIANCE: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.MEDIAN: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.QUANTILE: (_NUMERIC | {"q"}, frozenset({"column", "q"})),
+    AggregateKind.TRIMMED_MEAN: (_NUMERIC | {"trim_fraction"}, frozenset({"column", "trim_fraction"})),
+    AggregateKind.HISTOGRAM: (_SHARED | {"column", "keys"}, frozenset({"column"})),
+    AggregateKind.MIN_DISTANCE: (_SHARED | {"columns", "bounds"}, frozenset({"columns"})),
+    AggregateKind.TRIANGLE_COUNT: (_SHARED | {"columns"}, frozenset({"columns"})),
+}
+
+
+class AggregateSpec(StrictModel):
+    """One named statistic of a release spec."""
+
+    kind: AggregateKind
+    column: str | None = None
+    columns: list[str] | None = None
+    q: Number | None = None
+    trim_fraction: Number | None = None
+    bounds: tuple[Number, Number] | None = None
+    max_rows_per_unit: StrictInt | None = None
+    mechanism: str | None = None
+    keys: list[Scalar] | None = None
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> Any:
+        names = [k.value for k in AggregateKind]
+        if not isinstance(value, str) or value not in names:
+            raise unknown_choice("aggregate kind", value, names)
+        return value
+
+    @model_validator(mode="after")
+    def _fields_fit_the_kind(self) -> AggregateSpec:
+        allowed, required = _FIELDS[self.kind]
+        kind = self.kind.value
+        given = {name for name in type(self).model_fields if getattr(self, name) is not None}
+        for name in sorted(given - allowed):
+            fix = f"remove {name}: ({kind} takes {', '.join(sorted(allowed))})"
+            raise PydanticCustomError(
+                "field_not_used",
+                "{kind} does not use '{field}'",
+                {"kind": kind, "field": name, "fix": fix, "input": getattr(self, name)},
+            )
+        for name in sorted(required - given):
+            raise PydanticCustomError(
+                "field_needed",
+                "{kind} needs '{field}'",
+                {"kind": kind, "field": name, "fix": f"add {name}: to this aggregate", "input": sorted(given)},
+            )
+        return self
+
+    def aggregate(self) -> Aggregate:
+        """The query-layer aggregate (its constructor checks values such as bounds and q)."""
+        return _BUILDERS[self.kind](self)
+
+
+def _bounds(spec: AggregateSpec) -> tuple[Number, Number] | None:
+    return None if spec.bounds is None else (spec.bounds[0], spec.bounds[1])
+
+
+def _column(spec: AggregateSpec) -> str:
+    assert spec.column is not None  # required for this kind by _fields_fit_the_kind
+    return spec.column
+
+
+def _columns(spec: AggregateSpec) -> list[str]:
+    assert spec.columns is not None  # required for this kind by _fields_fit_the_kind
+    return spec.columns
+
+
+def _numeric(build: Callable[..., Aggregate]) -> Callable[[AggregateSpec], Aggregate]:
+    def make(s: AggregateSpec) -> Aggregate:
+        return build(_column(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism)
+
+    return make
+
+
+_BUILDERS: dict[AggregateKind, Callable[[AggregateSpec], Aggregate]] = {
+    AggregateKind.COUNT: lambda s: count(max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism),
+    AggregateKind.COUNT_UNITS: lambda s: count_units(mechanism=s.mechanism),
+    AggregateKind.SUM: _numeric(sum),
+    AggregateKind.MEAN: _numeric(mean),
+    AggregateKind.VARIANCE: _numeric(variance),
+    AggregateKind.MEDIAN: _numeric(median),
+    AggregateKind.QUANTILE: lambda s: quantile(
+        _column(s),
+        s.q if s.q is not None else 0,
+        bounds=_bounds(s),
+        max_rows_per_unit=s.max_rows_per_unit,
+        mechanism=s.mechanism,
+    ),
+    AggregateKind.TRIMMED_MEAN: lambda s: trimmed_mean(
+        _column(s),
+        s.trim_fraction if s.trim_fraction is not None else 0,
+        bounds=_bounds(s),
+        max_rows_per_unit=s.max_rows_per_unit,
+        mechanism=s.mechanism,
+    ),
+    AggregateKind.HISTOGRAM: lambda s: histogram(
+        _column(s), s.keys, max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
+    ),
+    AggregateKind.MIN_DISTANCE: lambda s: min_distance(
+        _columns(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
+    ),
+    AggregateKind.TRIANGLE_COUNT: lambda s: triangle_count(
+        _columns(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
+    ),
+}
+
+
+class FilterSpec(StrictModel):
+    """Keep rows where ``column op value`` holds (``op``: ==, !=, <, <=, >, >=, in)."""
+
+    column: str
+    op: str
+    value: Scalar | list[Scalar]
+
+
+class GroupBySpec(StrictModel):
+    """Group by one column; ``keys`` default to the keys declared at registration."""
+
+    column: str
+    keys: list[Scalar] | None = None
+
+
+class ReleaseSpec(StrictModel):
+    """A release request as YAML (see the module docstring)."""
+
+    dataset: str
+    snapshot: str | None = None
+    source: str | None = None
+    epsilon: Number
+    delta: Number = 0
+    request_id: str | None = None
+    public_n: StrictInt | None = None
+    filters: tuple[FilterSpec, ...] = ()
+    group_by: GroupBySpec | None = None
+    max_groups_per_unit: StrictInt | None = None
+    aggregates: dict[str, AggregateSpec]
+
+    def query(self) -> Query:
+        """The query this spec asks for; a value the query layer refuses names its field."""
+        with _field("dataset"):
+            query = Query(self.dataset)
+        for i, f in enumerate(self.filters):
+            with _field(f"filters[{i}]"):
+                query = query.filter(f.column, f.op, f.value)
+        if self.group_by is not None:
+            with _field("group_by"):
+                query = query.group_by(self.group_by.column, keys=self.group_by.keys)
+        if self.max_groups_per_unit is not None:
+            with _field("max_groups_per_unit"):
+                query = query.max_groups_per_unit(self.max_groups_per_unit)
+        if not self.aggregates:
+            raise SpecError(
+                "release spec aggregates", "a release needs one aggregate or more", {}, "add n: {kind: count}"
+            )
+        for name, spec in self.aggregates.items():
+            with _field(f"aggregates.{name}"):
+                query = query.agg(**{name: spec.aggregate()})
+        return query
+
+    def source_path(self, spec_file: Path) -> Path | None:
+        """The data source, resolved against the spec file's folder."""
+        if self.source is None:
+            return None
+        path = Path(self.source).expanduser()
+        return path if path.is_absolute() else spec_file.parent / path
+
+
+@contextmanager
+def _field(field: str) -> Iterator[None]:
+    try:
+        yield
+    except SpecError:
+        raise
+    except UsageError as exc:
+        raise SpecError(f"release spec {field}", exc.rule, exc.value, exc.fix) from None
+
+
+def load_release_spec(path: Path) -> tuple[ReleaseSpec, Query]:
+    """Read and check a release spec; returns it with its query (nothing is opened or charged)."""
+    spec = load(path, ReleaseSpec, what="release spec", help_hint=RELEASE_HELP)
+    return spec, spec.query()
+
+
+class PolicySpec(StrictModel):
+    """The steward's privacy policy as YAML; every field of ``dpsense.PrivacyPolicy`` is required."""
+
+    protected: str
+    population: StrictInt
+    planned_releases: StrictInt
+    release_window: str
+    delta_rationale: str
+    per_release_epsilon: Number
+    attacker_knowledge: str
+    minimum_useful_accuracy: str
+    approved_by: str
+    approved_on: dt.date
+    next_review: dt.date
+
+    def policy(self) -> PrivacyPolicy:
+        """The ``PrivacyPolicy`` (checked against the budget at registration)."""
+        return PrivacyPolicy(
+            protected=self.protected,
+            population=self.population,
+            planned_releases=self.planned_releases,
+            release_window=self.release_window,
+            delta_rationale=self.delta_rationale,
+            per_release_epsilon=self.per_release_epsilon,
+            attacker_knowledge=self.attacker_knowledge,
+            minimum_useful_accuracy=self.minimum_useful_accuracy,
+            approved_by=self.approved_by,
+            approved_on=self.approved_on.isoformat(),
+            next_review=self.next_review.isoformat(),
+        )
+
+
+def load_policy(path: Path) -> PrivacyPolicy:
+    """Read and check a privacy-policy YAML file."""
+    return load(path, PolicySpec, what="privacy policy", help_hint=POLICY_HELP).policy()

@@ -1,0 +1,123 @@
+"""Reading a YAML file into a pydantic model, with errors that name the field and suggest the fix.
+
+Every model here forbids unknown fields. An unknown field or choice is reported with the closest
+valid name (``difflib``), so ``epsilonn:`` says "did you mean 'epsilon'?" and nothing is guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from dpsense.cli._errors import SpecError, closest
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """A frozen model that refuses unknown fields, naming the closest valid one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = set(cls.model_fields)
+            for key in data:
+                if key not in known:
+                    raise PydanticCustomError(
+                        "unknown_field",
+                        "unknown field",
+                        {"field": str(key), "fix": closest(str(key), known), "input": key},
+                    )
+        return data
+
+
+def unknown_choice(what: str, value: object, choices: Sequence[str]) -> PydanticCustomError:
+    """The error for a value outside ``choices`` (an aggregate kind, a policy)."""
+    return PydanticCustomError(
+        "unknown_choice",
+        "unknown {what}",
+        {"what": what, "value": str(value), "fix": closest(str(value), choices), "input": value},
+    )
+
+
+def _number(value: object) -> int | float | str:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise PydanticCustomError(
+            "not_a_number", "must be a number", {"fix": "write a number such as 0.5, 30 or '1e-8'", "input": value}
+        )
+    return value
+
+
+def _scalar(value: object) -> bool | int | float | str:
+    if not isinstance(value, bool | int | float | str):
+        raise PydanticCustomError(
+            "not_a_literal", "must be a plain value", {"fix": "write a string, number or true/false", "input": value}
+        )
+    return value
+
+
+#: A number as written: int, float or a decimal string (YAML reads ``1e-8`` as a string); dpsense
+#: turns it into an exact fraction through its decimal spelling.
+Number = Annotated[int | float | str, PlainValidator(_number)]
+#: A public literal (a filter value, a key).
+Scalar = Annotated[bool | int | float | str, PlainValidator(_scalar)]
+
+
+def load(path: Path, model: type[ModelT], *, what: str, help_hint: str) -> ModelT:
+    """Read ``path`` as YAML and validate it as ``model``; any problem is a ``SpecError``.
+
+    ``help_hint`` names where the format is described (e.g. "see `dpsense release --help`").
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("", f"cannot read the {what} file", str(path), f"check the path ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise SpecError("", f"the {what} file is not valid YAML{where}", str(path), "fix the YAML syntax") from None
+    return validate(data, model, what=what, help_hint=help_hint)
+
+
+def validate(data: object, model: type[ModelT], *, what: str, help_hint: str) -> ModelT:
+    """Validate parsed YAML as ``model``; the first problem becomes a ``SpecError``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        loc = first["loc"]
+        ctx = first.get("ctx") or {}
+        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+        if first["type"] == "missing":
+            parent = dotted(loc[:-1])
+            given = first.get("input")
+            value: object = sorted(map(str, given)) if isinstance(given, dict) else given
+            raise SpecError(
+                f"{what} {parent}".strip(), f"'{loc[-1]}' is required{more}", value, f"add {loc[-1]}: ({help_hint})"
+            ) from None
+        value = ctx.get("input", first.get("input"))
+        fix = str(ctx.get("fix", help_hint))
+        raise SpecError(f"{what} {dotted(loc)}".strip(), f"{_lower(first['msg'])}{more}", value, fix) from None
+
+
+def dotted(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as ``aggregates.people.kind`` / ``filters[0].op``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _lower(message: str) -> str:
+    return message[:1].lower() + message[1:]

@@ -1,0 +1,155 @@
+"""The CLI end to end on real DuckDB and a real SQLite ledger: register, release, cache, budget, history."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+
+from dpsense.ledger import Ledger
+from tests.system.cli.support import POLICY, REGIONS, SPEC, Cli, register_events, write_csv, write_yaml
+
+
+def test_dataset_add_registers_once_and_links_the_same_data(cli: Cli) -> None:
+    source = write_csv(cli.root / "events.csv")
+    policy = write_yaml(cli.root / "policy.yaml", POLICY)
+    added = cli.steward(
+        "dataset", "add", "events", "--source", str(source), "--unit", "person_id",
+        "--bound", "hours=0:24", "--policy", "hours=clamp", "--keys", "region=north,south,east,west",
+        "--budget-epsilon", "4", "--privacy-policy", str(policy),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.stderr
+    assert "'events' snapshot 'v1': registered" in added.stdout
+    assert "[0, 24]" in added.stdout and "clamp" in added.stdout and "north" in added.stdout
+    assert cli.budget()["cap"] == {"epsilon": "4", "delta": "0"}
+    again = cli.steward(
+        "dataset", "add", "events_copy", "--source", str(cli.root / "events.csv"), "--unit", "person_id",
+        "--bound", "hours=0:24", "--budget-epsilon", "10", "--privacy-policy", str(cli.root / "policy.yaml"),
+    )  # fmt: skip
+    assert again.exit_code == 0, again.stderr
+    assert "linked to its budget" in again.stdout  # the same data never opens a second budget
+    with Ledger.open(cli.ledger) as ledger:
+        assert ledger.dataset_names() == ["events"]
+
+
+def test_a_release_prints_a_table_and_charges_once(registered: Cli) -> None:
+    spec = registered.spec("spec", SPEC)
+    first = registered("release", spec)
+    assert first.exit_code == 0, first.stderr
+    for word in ("region", "people", "people_error95", "mean_hours", "median_age", *REGIONS):
+        assert word in first.stdout
+    assert "charged ε=1, δ=0" in first.stdout
+    assert registered.budget()["spent"] == {"epsilon": "1", "delta": "0"}
+
+    again = registered("release", spec)
+    assert again.exit_code == 0, again.stderr
+    assert "cached: no new charge" in again.stdout
+    assert registered.budget()["spent"] == {"epsilon": "1", "delta": "0"}
+    assert registered.charges() == 1
+
+
+def test_json_and_csv_output_hold_the_stored_noisy_values(registered: Cli) -> None:
+    spec = registered.spec("spec", SPEC | {"request_id": "job-7"})
+    as_json = registered("release", spec, "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    doc = json.loads(as_json.stdout)  # exactly one document: anything else on stdout would not parse
+    assert doc["cached"] is False and doc["charged"] == {"epsilon": "1", "delta": "0"}
+    assert doc["budget"]["remaining"] == {"epsilon": "9", "delta": "0.00000001"}
+    assert sorted(row["region"] for row in doc["rows"]) == sorted(REGIONS)
+    with Ledger.open(registered.ledger) as ledger:
+        (stored,) = ledger.releases("events")
+    stored_people = [row[stored.value["columns"].index("people")] for row in stored.value["rows"]]
+    assert [row["people"] for row in doc["rows"]] == stored_people
+    assert all(isinstance(row["mean_hours"], float) and 0 <= row["mean_hours"] <= 24 for row in doc["rows"])
+
+    as_csv = registered("release", spec, "--csv")
+    assert as_csv.exit_code == 0, as_csv.stderr
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [r["region"] for r in rows] == [row["region"] for row in doc["rows"]]
+    assert [float(r["people"]) for r in rows] == [float(v) for v in stored_people]
+    assert [float(r["mean_hours"]) for r in rows] == [row["mean_hours"] for row in doc["rows"]]
+    assert registered.charges() == 1
+
+
+def test_budget_csv_and_table(registered: Cli) -> None:
+    as_csv = registered("budget", "events", "--csv")
+    assert as_csv.exit_code == 0, as_csv.stderr
+    (row,) = csv.DictReader(io.StringIO(as_csv.stdout))
+    assert row["cap_epsilon"] == "10" and row["cap_delta"] == "0.00000001" and row["spent_epsilon"] == "0"
+    human = registered("budget", "events")
+    assert human.exit_code == 0 and "remaining" in human.stdout and "0.00000001" in human.stdout
+    both = registered("budget", "events", "--json", "--csv")
+    assert both.exit_code == 2 and both.stdout == ""
+
+
+def test_history_lists_releases_and_verify_log_is_ok(registered: Cli) -> None:
+    first = registered("release", registered.spec("a", SPEC), "--json")
+    second = registered("release", registered.spec("b", SPEC | {"epsilon": 0.5}), "--json")
+    assert first.exit_code == 0 and second.exit_code == 0
+    history = registered("history", "events", "--json")
+    assert history.exit_code == 0, history.stderr
+    releases = json.loads(history.stdout)["releases"]
+    ids = [json.loads(done.stdout)["release_id"] for done in (first, second)]
+    assert [r["release_id"] for r in releases] == ids
+    assert [r["epsilon"] for r in releases] == ["1", "0.5"]
+    assert all(r["analyst"] == "alice" for r in releases)
+    assert registered("history", "events", analyst="bob").stdout.count("alice") == 0  # others' releases stay hidden
+
+    verified = registered("verify-log", "--json")
+    assert verified.exit_code == 0
+    report = json.loads(verified.stdout)
+    assert report["ok"] is True and report["entries"] > 0
+    assert "audit log ok" in registered("verify-log").stdout
+
+
+def test_preview_prints_the_plan_and_charges_nothing(registered: Cli) -> None:
+    before = registered.ledger_state()
+    result = registered("preview", registered.spec("spec", SPEC))
+    assert result.exit_code == 0, result.stderr
+    assert "nothing charged" in result.stdout and "laplace" in result.stdout.lower()
+    assert registered.ledger_state() == before
+
+
+def test_an_exhausted_budget_exits_3_without_a_charge(cli: Cli) -> None:
+    register_events(cli)
+    count = {"dataset": "events", "aggregates": {"n": {"kind": "count"}}}
+    for i in range(5):  # ε = 2 five times spends the whole budget of 10
+        spec = cli.spec(f"s{i}", count | {"epsilon": 2, "filters": [{"column": "age", "op": ">=", "value": 20 + i}]})
+        assert cli("release", spec, "--json").exit_code == 0
+    before = cli.ledger_state()
+    result = cli("release", cli.spec("over", count | {"epsilon": 0.5}))
+    assert result.exit_code == 3
+    assert result.stdout == "" and "budget cannot cover" in result.stderr
+    assert cli.ledger_state() == before
+
+
+def test_the_module_entry_point_runs_in_a_subprocess(registered: Cli) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPSENSE_")} | {"DPSENSE_ANALYST": "alice"}
+    done = subprocess.run(
+        [sys.executable, "-m", "dpsense.cli", "budget", "events", "--json", "--ledger", registered.ledger],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["cap"] == {"epsilon": "10", "delta": "0.00000001"}
+    missing = subprocess.run(
+        [sys.executable, "-m", "dpsense.cli", "budget", "nosuch", "--ledger", registered.ledger],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().count("\n") == 0  # one line
+
+
+def test_verify_log_exits_1_on_a_tampered_chain(registered: Cli) -> None:
+    path = registered.ledger.removeprefix("sqlite:///")
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE audit_log SET event = 'commit' WHERE seq = 2")
+    result = registered("verify-log")
+    assert result.exit_code == 1
+    assert "audit log broken at entry 2" in result.stderr and result.stdout == ""
+    assert json.loads(registered("verify-log", "--json").stdout)["first_broken_seq"] == 2
