@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo demo-math test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The main job: a synthetic health-events dataset registered in a local SQLite ledger and released
+# on DuckDB; the second run returns the stored release and leaves the budget unchanged.
 demo: $(STAMP)
+	$(BIN)/dpsense demo --dir build/demo
+	@echo "--- the same request again: the stored release, no new charge ---"
+	$(BIN)/dpsense demo --dir build/demo
+
+demo-math: $(STAMP)
 	$(BIN)/python examples/seed_demo.py
 	$(BIN)/python examples/beyond_global.py
 
@@ -33,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/smooth_speed.py
 	$(BIN)/python benchmarks/accuracy.py
 	$(BIN)/python benchmarks/ledger.py
+	$(BIN)/python benchmarks/release.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build
