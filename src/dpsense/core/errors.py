@@ -120,8 +120,8 @@ class ChargedFailure(DPSenseError, RuntimeError):
         self.request_id = request_id
         super().__init__(
             f"the release {request_id!r} failed after reading the data; its cost is charged (a failure that "
-            "depends on the data is itself a release, so no reason is given). Retrying with the same request "
-            "id does not charge again; ask the steward to check the ledger entry if it keeps failing."
+            "depends on the data is itself a release, so no reason is given). The request id stays spent; a new "
+            "attempt needs a new request id and is charged again. Ask the steward to check the ledger entry."
         )
 
 
