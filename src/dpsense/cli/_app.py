@@ -23,7 +23,7 @@ from dpsense.cli import _output as out
 from dpsense.cli._audit import DEFAULT_SAMPLES
 from dpsense.cli._audit import audit as run_audit
 from dpsense.cli._errors import exit_code, print_error
-from dpsense.cli._options import KINDS, POLICIES, parse_bounds, parse_choices, parse_keys
+from dpsense.cli._options import KINDS, POLICIES, parse_bounds, parse_choices, parse_counts, parse_keys
 from dpsense.cli._spec import load_policy, load_release_spec
 from dpsense.core.errors import DPSenseError, UsageError
 from dpsense.release import Budget, Session
@@ -140,6 +140,10 @@ def dataset_add(
         list[str] | None, typer.Option("--policy", metavar="COL=POLICY", help=" | ".join(POLICIES))
     ] = None,
     max_rows_per_unit: Annotated[int | None, typer.Option("--max-rows-per-unit", metavar="C")] = None,
+    max_groups: Annotated[
+        list[str] | None,
+        typer.Option("--max-groups", metavar="COL=K", help="At most K values of COL per unit (e.g. region=1)."),
+    ] = None,
     snapshot: Annotated[str, typer.Option("--snapshot", help="The snapshot's name.")] = "v1",
     ledger: LedgerOpt = DEFAULT_LEDGER,
     analyst: AnalystOpt = None,
@@ -168,6 +172,7 @@ def dataset_add(
         public_keys = parse_keys(keys or [])
         kinds = parse_choices("--kind", kind or [], KINDS, "location=point")
         policies = parse_choices("--policy", policy or [], POLICIES, "hours=clamp")
+        group_caps = parse_counts("--max-groups", max_groups or [], "region=1")
         the_policy = load_policy(privacy_policy)
         with _session(ledger, analyst, steward) as session:
             with io.err.status(f"registering {name!r}: reading and checking the data…"):
@@ -183,6 +188,7 @@ def dataset_add(
                     kinds=kinds,
                     policies=policies,
                     max_rows_per_unit=max_rows_per_unit,
+                    max_groups_per_unit=group_caps,
                     snapshot=snapshot,
                 )
             status = session.budget(dataset.name)
@@ -247,6 +253,44 @@ def release(
                 result = session.release(
                     query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n, request_id=spec.request_id
                 )
+            status = session.budget(result.record.dataset)
+        if shape == "json":
+            io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))
+        elif shape == "csv":
+            io.document(out.release_csv(result))
+        else:
+            io.out.print(out.release_table(result))
+            if explain:
+                io.out.print(result.explain(), markup=False)
+            io.out.print(out.budget_line(result, status), markup=False)
+
+
+@app.command("sql")
+def sql_release(
+    query: Annotated[str, typer.Argument(help="One SELECT of aggregates over a registered dataset.")],
+    epsilon: Annotated[str, typer.Option("--epsilon", help="The release's ε (a decimal, e.g. 0.5).")],
+    delta: Annotated[str, typer.Option("--delta", help="The release's δ (0 for pure ε-DP).")] = "0",
+    request_id: Annotated[str | None, typer.Option("--request-id", help="Idempotency key.")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Also print the explain report.")] = False,
+) -> None:
+    r"""Release a SQL question (the DP subset: aggregates, WHERE on public predicates, GROUP BY public keys).
+
+    Rewrites of a question already asked (aliases, order, commuted predicates, BETWEEN, COUNT(1), case)
+    return the stored release at no cost. Example:
+
+    \b
+        dpsense sql "SELECT region, COUNT(DISTINCT person_id) FROM events GROUP BY region" --epsilon 0.5
+    """
+    with _command() as io:
+        shape = _format(as_json, as_csv)
+        with _session(ledger, analyst, steward) as session:
+            with io.err.status("releasing: charging the ledger, then reading the data…"):
+                result = session.sql(query, epsilon=epsilon, delta=delta, request_id=request_id)
             status = session.budget(result.record.dataset)
         if shape == "json":
             io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))

@@ -68,3 +68,15 @@ def parse_choices(option: str, items: Sequence[str], choices: Sequence[str], exa
         _once(option, out, column, item)
         out[column] = value
     return out
+
+
+def parse_counts(option: str, items: Sequence[str], example: str) -> dict[str, int]:
+    """``["region=1"]`` -> ``{"region": 1}``, each value a positive integer."""
+    out: dict[str, int] = {}
+    for item in items:
+        column, value = _split(option, item, example)
+        if not value.isdigit() or int(value) < 1:
+            raise SpecError(option, f"the value for {column!r} must be an integer >= 1", value, f"write e.g. {example}")
+        _once(option, out, column, item)
+        out[column] = int(value)
+    return out

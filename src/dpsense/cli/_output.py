@@ -22,7 +22,7 @@ from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
 
 if TYPE_CHECKING:
     from dpsense.ledger import AuditReport, BudgetStatus, ChargeRecord, StoredRelease
-    from dpsense.release import Release
+    from dpsense.release import Release, SqlRelease
 
 _ERROR_SUFFIX = "_error95"
 
@@ -96,7 +96,7 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 # -- releases ------------------------------------------------------------------------------------
 
 
-def release_rows(release: Release) -> tuple[list[str], list[list[Any]]]:
+def release_rows(release: Release | SqlRelease) -> tuple[list[str], list[list[Any]]]:
     """The release's public table as (columns, rows): noisy values and the public error bounds."""
     frame = release.table
     columns = [str(c) for c in frame.columns]
@@ -112,7 +112,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def release_document(release: Release) -> dict[str, Any]:
+def release_document(release: Release | SqlRelease) -> dict[str, Any]:
     """The release as one JSON document: the table as records, cost, cache status and notes."""
     record = release.record
     columns, rows = release_rows(release)
@@ -129,13 +129,13 @@ def release_document(release: Release) -> dict[str, Any]:
     }
 
 
-def release_csv(release: Release) -> str:
+def release_csv(release: Release | SqlRelease) -> str:
     """The release's table as CSV."""
     columns, rows = release_rows(release)
     return csv_text(columns, rows)
 
 
-def release_table(release: Release) -> Table:
+def release_table(release: Release | SqlRelease) -> Table:
     """The release's table for a person: whole-number columns as integers, others to 2 decimals, errors as ±."""
     columns, rows = release_rows(release)
     table = Table(title=f"release {release.record.release_id} of {release.record.dataset!r}")
@@ -161,7 +161,7 @@ def _cell(name: str, value: object, whole: bool) -> str:
     return f"±{text}" if name.endswith(_ERROR_SUFFIX) else text
 
 
-def budget_line(release: Release, status: BudgetStatus) -> str:
+def budget_line(release: Release | SqlRelease, status: BudgetStatus) -> str:
     """One line: what this release cost and where the budget stands."""
     charged = release.charged
     state = "cached: no new charge" if release.cached or charged is None else f"charged {loss_text(charged)}"

@@ -86,6 +86,15 @@ class Query:
         bound = positive_int(k, what="max_groups_per_unit", example="max_groups_per_unit(3)")
         return replace(self, _max_groups_per_unit=bound)
 
+    def grouping_columns(self) -> tuple[str, ...]:
+        """The columns passed to ``group_by`` so far, as written."""
+        return tuple(g.column for g in self._group_by)
+
+    @property
+    def declared_max_groups_per_unit(self) -> int | None:
+        """The query's own ``max_groups_per_unit``, if it states one."""
+        return self._max_groups_per_unit
+
     def agg(self, **aggregates: Aggregate) -> Query:
         """Add named statistics; the keyword order does not matter."""
         for name, aggregate in aggregates.items():

@@ -287,7 +287,8 @@ def _rows(agg: AggregateIR, dataset_rows: int | None, groups: int | None, groupe
             raise UsageError(
                 f"a grouped count_units {agg.name!r} needs the number of groups one unit may touch",
                 None,
-                "declare it with Query(...).max_groups_per_unit(k)",
+                "declare it with Query(...).max_groups_per_unit(k), or register the dataset with "
+                "max_groups_per_unit={column: k}",
             )
         return None
     rows = agg.max_rows_per_unit if agg.max_rows_per_unit is not None else dataset_rows

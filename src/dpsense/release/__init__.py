@@ -11,5 +11,15 @@ from dpsense.release._datasets import Dataset
 from dpsense.release._policy import DELTA_POPULATION_FACTOR, Budget, PrivacyPolicy
 from dpsense.release._release import Release
 from dpsense.release._session import MECHANISM_VERSION, Session
+from dpsense.release._sql import SqlRelease
 
-__all__ = ["DELTA_POPULATION_FACTOR", "MECHANISM_VERSION", "Budget", "Dataset", "PrivacyPolicy", "Release", "Session"]
+__all__ = [
+    "DELTA_POPULATION_FACTOR",
+    "MECHANISM_VERSION",
+    "Budget",
+    "Dataset",
+    "PrivacyPolicy",
+    "Release",
+    "Session",
+    "SqlRelease",
+]

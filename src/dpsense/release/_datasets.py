@@ -63,6 +63,7 @@ class Declaration:
     kinds: Mapping[str, str]
     policies: Mapping[str, str]
     max_rows_per_unit: int | None
+    max_groups_per_unit: Mapping[str, int]
 
 
 def register(
@@ -89,6 +90,7 @@ def register(
             kinds=declaration.kinds,
             policies=declaration.policies,
             max_rows_per_unit=declaration.max_rows_per_unit,
+            max_groups_per_unit=declaration.max_groups_per_unit,
         )
         profile = Profile(
             profile.unit,
@@ -99,6 +101,7 @@ def register(
             policy.to_json(),
             _source_path(source),
             _budget_json(budget),
+            profile.max_groups_per_unit,
         )
         check_quality(profile, engine.data_quality(staging, checked_columns(profile)))
         fingerprint = engine.fingerprint(staging, ledger.fingerprint_key())

@@ -84,6 +84,7 @@ class Profile:
     policy: dict[str, Any] | None = None
     source: str | None = None
     budget: dict[str, str] = field(default_factory=dict)
+    max_groups_per_unit: dict[str, int] = field(default_factory=dict)
 
     def schema(self) -> Schema:
         """The query Schema: column kinds with the declared bounds and keys; the unit column as ``unit``."""
@@ -105,6 +106,7 @@ class Profile:
             "policy": self.policy,
             "source": self.source,
             "budget": self.budget,
+            "max_groups_per_unit": dict(sorted(self.max_groups_per_unit.items())),
         }
 
     @classmethod
@@ -121,6 +123,7 @@ class Profile:
             policy=doc.get("policy"),
             source=doc.get("source"),
             budget=dict(doc.get("budget") or {}),
+            max_groups_per_unit={str(k): int(v) for k, v in (doc.get("max_groups_per_unit") or {}).items()},
         )
 
 
@@ -134,6 +137,7 @@ def build_profile(
     kinds: Mapping[str, str],
     policies: Mapping[str, str],
     max_rows_per_unit: int | None,
+    max_groups_per_unit: Mapping[str, int] | None = None,
 ) -> Profile:
     """The profile of a table from its public schema and the steward's declarations (no data read)."""
     names = info.column_names
@@ -173,9 +177,24 @@ def build_profile(
                 f"declare bounds for {column.name!r} or use 'drop'",
             )
         columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy)
-    profile = Profile(unit, adjacency, columns, max_rows_per_unit, unit_policy)
+    caps = _group_caps(max_groups_per_unit or {}, columns)
+    profile = Profile(unit, adjacency, columns, max_rows_per_unit, unit_policy, max_groups_per_unit=caps)
     profile.schema()  # validates kinds against bounds and keys
     return profile
+
+
+def _group_caps(declared: Mapping[str, int], columns: Mapping[str, ColumnProfile]) -> dict[str, int]:
+    caps: dict[str, int] = {}
+    for name, cap in declared.items():
+        column = columns.get(name)
+        if column is None or column.kind not in (ColumnKind.CATEGORICAL, ColumnKind.INTEGER):
+            raise UsageError(
+                "max_groups_per_unit names a categorical or integer column of the source", name, "name a group column"
+            )
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise UsageError("max_groups_per_unit values are integers >= 1", cap, f"e.g. {{{name!r}: 1}}")
+        caps[name] = cap
+    return caps
 
 
 def check_quality(profile: Profile, quality: Mapping[str, Any]) -> None:

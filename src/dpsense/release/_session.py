@@ -29,18 +29,28 @@ from typing import Any
 
 from dpsense._version import __version__
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import ChargedFailure, DPSenseError, InternalError, InvalidPrivacyParameter, UsageError
+from dpsense.core.errors import (
+    ChargedFailure,
+    DPSenseError,
+    InternalError,
+    InvalidPrivacyParameter,
+    UnknownDataset,
+    UsageError,
+)
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import Engine
 from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
 from dpsense.query import Plan, Query, assert_loss_equals, plan
+from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
+from dpsense.query.sql import parse_sql
 from dpsense.release._datasets import Dataset, Declaration, attach, register
 from dpsense.release._executor import check_executable, execute
 from dpsense.release._policy import Budget, PrivacyPolicy
 from dpsense.release._release import Release, release_value
+from dpsense.release._sql import SqlRelease
 
 #: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
 MECHANISM_VERSION = "dpsense-release/1"
@@ -148,6 +158,7 @@ class Session:
         kinds: Mapping[str, str] | None = None,
         policies: Mapping[str, str] | None = None,
         max_rows_per_unit: int | None = None,
+        max_groups_per_unit: Mapping[str, int] | None = None,
         snapshot: str = "v1",
     ) -> Dataset:
         """Register ``source`` (CSV/Parquet path, pandas/Polars/Arrow table, DuckDB table) with its budget.
@@ -155,7 +166,10 @@ class Session:
         Steward only. Everything but the data checks is judged before the data is read: the privacy
         unit and declared columns must exist, bounds must be ordered, δ must be well below
         1/population, the per-release ε cap within the budget. Then the data checks run with the
-        declared per-column policies (``refuse`` / ``drop`` / ``clamp``). Data that matches a registered
+        declared per-column policies (``refuse`` / ``drop`` / ``clamp``). ``max_groups_per_unit``
+        declares per group column how many of its values one unit may touch (e.g. ``{"region": 1}``: a
+        person lives in one region); queries grouped by it use that bound unless they state their own.
+        Data that matches a registered
         snapshot (keyed fingerprint) links to that dataset's budget; ``Dataset.linked`` says so.
         """
         self._require_steward("register datasets")
@@ -171,7 +185,14 @@ class Session:
         ):
             raise UsageError("max_rows_per_unit must be an integer >= 1", max_rows_per_unit, "pass e.g. 30")
         declaration = Declaration(
-            privacy_unit, adj, bounds or {}, keys or {}, kinds or {}, policies or {}, max_rows_per_unit
+            privacy_unit,
+            adj,
+            bounds or {},
+            keys or {},
+            kinds or {},
+            policies or {},
+            max_rows_per_unit,
+            max_groups_per_unit or {},
         )
         if name in self._datasets:
             raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")
@@ -197,7 +218,7 @@ class Session:
     def preview(self, query: Query, *, epsilon: NumberLike, delta: NumberLike = 0, public_n: int | None = None) -> Plan:
         """The plan a release would run (mechanisms, sensitivities, cost), without charging or reading data."""
         dataset = self._attached(query)
-        ir = query.build(dataset.schema)
+        ir = _with_declared_rules(query, dataset).build(dataset.schema)
         result = plan(
             ir,
             epsilon=epsilon,
@@ -236,7 +257,7 @@ class Session:
             )
         dataset = self._attached(query)
         the_plan = self.preview(query, epsilon=epsilon, delta=delta, public_n=public_n)
-        ir = query.build(dataset.schema)
+        ir = _with_declared_rules(query, dataset).build(dataset.schema)
         requested = the_plan.requested
         reservation = self._ledger.reserve(
             dataset=dataset.name,
@@ -286,6 +307,29 @@ class Session:
             raise
         return Release(stored, cached=False, charged=requested)
 
+    def sql(
+        self,
+        text: str,
+        *,
+        epsilon: NumberLike,
+        delta: NumberLike = 0,
+        request_id: str | None = None,
+        family: str | None = None,
+    ) -> SqlRelease:
+        """Release a SQL question (the DP subset; see ``dpsense.query.sql``) through ``release``.
+
+        Rewrites of one question share one canonical query: the second asks for the stored release
+        at no cost. Refused SQL raises before anything is charged.
+        """
+        parsed = parse_sql(text, schema_for=self._sql_schema)
+        release = self.release(parsed.query, epsilon=epsilon, delta=delta, request_id=request_id, family=family)
+        return SqlRelease(release, parsed.outputs)
+
+    def preview_sql(self, text: str, *, epsilon: NumberLike, delta: NumberLike = 0) -> Plan:
+        """The plan of a SQL question, without charging or reading data."""
+        parsed = parse_sql(text, schema_for=self._sql_schema)
+        return self.preview(parsed.query, epsilon=epsilon, delta=delta)
+
     def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
         """Cap, spend and remainder of the dataset's total budget (or of a sub-budget ``scope``)."""
         return self._ledger.budget(dataset, scope)
@@ -313,6 +357,15 @@ class Session:
         if query.dataset not in self._datasets:
             return self.dataset(query.dataset)
         return self._datasets[query.dataset]
+
+    def _sql_schema(self, name: str, quoted: bool) -> tuple[str, Schema]:
+        known = self._ledger.dataset_names()
+        if name not in known and not quoted:
+            matches = [k for k in known if k.lower() == name.lower()]
+            name = matches[0] if len(matches) == 1 else name
+        if name not in known:
+            raise UnknownDataset(name)
+        return name, self.dataset(name).schema
 
     @staticmethod
     def _check_cap(dataset: Dataset, the_plan: Plan) -> None:
@@ -349,6 +402,18 @@ class Session:
             "policy": dataset.profile.policy,
             "test_noise": is_test_source_active(),
         }
+
+
+def _with_declared_rules(query: Query, dataset: Dataset) -> Query:
+    """The query with the dataset's declared groups-per-unit bound when it states none of its own."""
+    caps = dataset.profile.max_groups_per_unit
+    columns = query.grouping_columns()
+    if query.declared_max_groups_per_unit is not None or not columns or not all(c in caps for c in columns):
+        return query
+    bound = 1
+    for column in columns:  # a unit touching k_c values of each column touches at most prod k_c groups
+        bound *= caps[column]
+    return query.max_groups_per_unit(bound)
 
 
 def _default_engine() -> Engine:

@@ -1,0 +1,98 @@
+"""``SqlRelease``: a release asked in SQL, with the SQL's aliases and arithmetic applied for free.
+
+The released aggregates are exactly those of the canonical query (stored and charged once per
+canonical form); the SELECT list only renames and combines them (post-processing, Dwork-Roth Prop 2.1).
+An error column ``<alias>_error95`` is kept where it transforms exactly: a bare aggregate, or an
+aggregate times or divided by a constant, plus or minus a constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+
+from dpsense.core.privacy_loss import PrivacyLoss
+from dpsense.ledger import StoredRelease
+from dpsense.query.sql import Expr, SqlOutput, evaluate
+from dpsense.release._release import ERROR_SUFFIX, Release
+
+
+@dataclass(frozen=True)
+class SqlRelease:
+    """A SQL answer: ``table`` in the SQL's column names, backed by one stored ``Release``."""
+
+    release: Release
+    outputs: tuple[SqlOutput, ...]
+
+    @property
+    def cached(self) -> bool:
+        """True when the canonical query was answered from the ledger at no cost."""
+        return self.release.cached
+
+    @property
+    def charged(self) -> PrivacyLoss | None:
+        """What this call charged (``None`` for a stored answer)."""
+        return self.release.charged
+
+    @property
+    def record(self) -> StoredRelease:
+        """The stored release behind the answer."""
+        return self.release.record
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One column per SELECT item (by alias), with ``_error95`` columns where they carry over exactly."""
+        base = self.release.table
+        columns: dict[str, Any] = {}
+        for out in self.outputs:
+            columns[out.alias] = evaluate(out.expr, lambda leaf: base[leaf[1]])
+            error = _error(out.expr, base)
+            if error is not None:
+                columns[out.alias + ERROR_SUFFIX] = error
+        return pd.DataFrame(columns)
+
+    def explain(self) -> str:
+        """The release's explain report, then how each SQL column is computed from it (free)."""
+        lines = [self.release.explain(), "SQL columns (post-processing of the released values, no privacy cost):"]
+        lines.extend(f"- {out.alias!r} = {_show(out.expr)}" for out in self.outputs)
+        return "\n".join(lines)
+
+
+def _error(expr: Expr, base: pd.DataFrame) -> Any:
+    kind = expr[0]
+    if kind == "agg":
+        column = expr[1] + ERROR_SUFFIX
+        return base[column] if column in base.columns else None
+    if kind == "neg":
+        return _error(expr[1], base)
+    if kind in ("mul", "div", "add", "sub"):
+        left, right = expr[1], expr[2]
+        if kind in ("add", "sub"):
+            if right[0] == "num":
+                return _error(left, base)
+            if left[0] == "num":
+                return _error(right, base)
+            return None
+        if right[0] == "num" and right[1] != 0:
+            inner = _error(left, base)
+            factor: Fraction = right[1] if kind == "mul" else 1 / right[1]
+            return None if inner is None else inner * abs(float(factor))
+        if kind == "mul" and left[0] == "num":
+            inner = _error(right, base)
+            return None if inner is None else inner * abs(float(left[1]))
+    return None
+
+
+def _show(expr: Expr) -> str:
+    kind = expr[0]
+    if kind in ("agg", "key"):
+        return str(expr[1])
+    if kind == "num":
+        return str(expr[1])
+    if kind == "neg":
+        return f"-({_show(expr[1])})"
+    symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[kind]
+    return f"({_show(expr[1])} {symbol} {_show(expr[2])})"
