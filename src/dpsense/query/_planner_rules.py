@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import UnsupportedRequest, UsageError
+from dpsense.core.errors import UsageError
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.sensitivity import (
@@ -43,7 +43,7 @@ ALLOWED_MECHANISMS: dict[AggregateKind, tuple[str, ...]] = {
     AggregateKind.TRIMMED_MEAN: ("smooth_trimmed_mean", "inverse_sensitivity_trimmed_mean"),
     AggregateKind.MIN_DISTANCE: ("smooth_min_distance", "inverse_sensitivity_min_distance"),
     AggregateKind.TRIANGLE_COUNT: ("smooth_triangle_count", "inverse_sensitivity_triangle_count"),
-    AggregateKind.VARIANCE: (),
+    AggregateKind.VARIANCE: _ADDITIVE,
 }
 
 #: Mechanisms whose noise is calibrated to the global sensitivity the planner computes.
@@ -99,21 +99,9 @@ class Choice:
         return "cauchy" if self.mechanism.startswith("smooth_") else None
 
 
-def refuse_variance(agg: AggregateIR) -> UnsupportedRequest:
-    """The refusal of a variance, naming what to ask for instead."""
-    return UnsupportedRequest(
-        "the planner does not release a variance yet",
-        agg.name,
-        f"ask for mean({agg.columns[0]!r}) for the centre and quantile({agg.columns[0]!r}, q) at two q "
-        "(e.g. the interquartile range) for the spread",
-    )
-
-
 def choose(agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) -> Choice:
     """The analyst's valid override, else the public default for this statistic and ε."""
     allowed = ALLOWED_MECHANISMS[agg.kind]
-    if agg.kind is AggregateKind.VARIANCE:
-        raise refuse_variance(agg)
     if agg.mechanism is not None:
         if agg.mechanism not in allowed:
             raise UsageError(
@@ -181,6 +169,18 @@ def centered_sensitivity_for(bounds: Bounds, *, adjacency: Adjacency, rows: int)
     """The centered sum of a private-n mean: C(U-L)/2 add/remove, C(U-L) replace, also per group."""
     contribution = ContributionBound(max_rows_per_unit=rows)
     return centered_sum_sensitivity(bounds, adjacency=adjacency, contribution=contribution)
+
+
+def squares_sensitivity(bounds: Bounds, *, rows: int) -> Fraction:
+    """The sum of squared centered values (x - m)^2, m = (L + U)/2, each in [0, ((U - L)/2)^2]: C ((U - L)/2)^2.
+
+    Add/remove: one unit adds or removes at most C terms, each in [0, h^2] with h = (U - L)/2. Replace:
+    the unit's at most C terms are removed and at most C others added; both sums lie in [0, C h^2], so
+    the difference is at most C h^2 as well (the terms are non-negative). Per public group the same
+    bound holds (a unit's terms in all groups together are at most C).
+    """
+    half = (bounds.upper - bounds.lower) / 2
+    return rows * half * half
 
 
 def public_n_mean_sensitivity(bounds: Bounds, *, n: int, adjacency: Adjacency, rows: int) -> Fraction:

@@ -13,10 +13,11 @@ Mechanism choice per statistic (``dpsense.query._planner_rules``):
 * mean: under add/remove a noisy centered sum and a noisy count (two steps, ``mean_private_n_plan``);
   under replace with a public n and no grouping, sum/n (one step, ``mean_sensitivity_public_n``);
   under replace without a public n, the two-step form with replace sensitivities.
+* variance: three steps, a noisy centered sum S1, a noisy sum of squared centered values S2 and a
+  noisy count N (Laplace, or Gaussian on request); the release computes S2/N - (S1/N)^2 (post-processing).
 * median / quantile: the accuracy benchmark's DEFAULTS (EM quantile below ε = 1, inverse sensitivity
   from ε = 1, judged on the ε the mechanism runs with).
 * trimmed_mean, min_distance, triangle_count: smooth sensitivity with Cauchy noise (pure ε-DP).
-* variance: refused (UnsupportedRequest) for now.
 
 Budget rule (allocated once, exactly): ε is split evenly over all steps, ε/k each; δ is split evenly
 over the steps that use it (the Gaussian ones), and a δ > 0 that no step uses is refused rather than
@@ -52,7 +53,7 @@ from dpsense.query._planner_rules import (
     count_sensitivity,
     norm_for,
     public_n_mean_sensitivity,
-    refuse_variance,
+    squares_sensitivity,
     sum_sensitivity_for,
     units_sensitivity,
 )
@@ -66,6 +67,7 @@ class StepPart(str, Enum):
 
     VALUE = "value"
     CENTERED_SUM = "centered_sum"
+    CENTERED_SQUARES = "centered_squares"
     COUNT = "count"
 
 
@@ -192,7 +194,7 @@ def plan(
 
     Raises:
         UsageError: invalid parameters or overrides, an unknown contribution bound, an unused δ.
-        UnsupportedRequest: variance, or keys that would need private partition selection.
+        UnsupportedRequest: keys that would need private partition selection.
 
     """
     eps = check_epsilon(epsilon)
@@ -205,9 +207,6 @@ def plan(
             [g.column for g in ir.group_by if g.keys is None] + [a.name for a in ir.aggregates if a.keys is None],
             "declare the keys, e.g. group_by('region', keys=[...]) or histogram('region', keys=[...])",
         )
-    for agg in ir.aggregates:
-        if agg.kind is AggregateKind.VARIANCE:
-            raise refuse_variance(agg)
     grouped = bool(ir.group_by)
     parts = {a.name: _parts(a, adj, n, grouped) for a in ir.aggregates}
     k = sum(len(p) for p in parts.values())
@@ -247,7 +246,14 @@ def assert_loss_equals(plan: Plan, requested: PrivacyLoss) -> None:
 
 
 _GLOBAL_KINDS = frozenset(
-    {AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM, AggregateKind.SUM, AggregateKind.MEAN}
+    {
+        AggregateKind.COUNT,
+        AggregateKind.COUNT_UNITS,
+        AggregateKind.HISTOGRAM,
+        AggregateKind.SUM,
+        AggregateKind.MEAN,
+        AggregateKind.VARIANCE,
+    }
 )
 
 
@@ -274,6 +280,8 @@ def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
 
 
 def _parts(agg: AggregateIR, adj: Adjacency, n: int | None, grouped: bool) -> tuple[StepPart, ...]:
+    if agg.kind is AggregateKind.VARIANCE:
+        return (StepPart.CENTERED_SUM, StepPart.CENTERED_SQUARES, StepPart.COUNT)
     if agg.kind is not AggregateKind.MEAN:
         return (StepPart.VALUE,)
     if adj is Adjacency.REPLACE and n is not None and not grouped:
@@ -358,6 +366,8 @@ def _sensitivity(
     if agg.kind is AggregateKind.COUNT or part is StepPart.COUNT:
         return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=grouped, norm=norm)
     bounds = Bounds(*agg.bounds[0])
+    if part is StepPart.CENTERED_SQUARES:
+        return squares_sensitivity(bounds, rows=rows)
     if part is StepPart.CENTERED_SUM:
         return centered_sensitivity_for(bounds, adjacency=adj, rows=rows)
     if agg.kind is AggregateKind.MEAN and n is not None:
@@ -375,8 +385,9 @@ def _num(value: Fraction | Sqrt) -> str:
 
 _PART_TEXT = {
     StepPart.VALUE: "",
-    StepPart.CENTERED_SUM: ", part 'noisy centered sum' of the mean",
-    StepPart.COUNT: ", part 'noisy count' of the mean",
+    StepPart.CENTERED_SUM: ", part 'noisy centered sum'",
+    StepPart.COUNT: ", part 'noisy count'",
+    StepPart.CENTERED_SQUARES: ", part 'noisy sum of squared centered values' of the variance",
 }
 
 

@@ -94,5 +94,7 @@ def _show(expr: Expr) -> str:
         return str(expr[1])
     if kind == "neg":
         return f"-({_show(expr[1])})"
+    if kind == "sqrt":
+        return f"sqrt({_show(expr[1])})"
     symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[kind]
     return f"({_show(expr[1])} {symbol} {_show(expr[2])})"

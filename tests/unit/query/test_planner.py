@@ -153,11 +153,22 @@ def test_overrides_accepted_and_refused(schema: Schema) -> None:
         one(schema, q.count(mechanism="no_such_thing"), **kw)
 
 
+def test_variance_is_three_noisy_sums_with_their_sensitivities(schema: Schema) -> None:
+    ir = Query("events").agg(v=q.variance("hours")).build(schema)
+    for adjacency in ("add_remove", "replace"):
+        result = plan(ir, epsilon=Fraction(3, 2), adjacency=adjacency, max_rows_per_unit=3)
+        parts = {s.part.value: s for s in result.steps}
+        assert set(parts) == {"centered_sum", "centered_squares", "count"}
+        low, high = schema.column("hours").bounds or (Fraction(0), Fraction(0))
+        half = (high - low) / 2
+        assert parts["centered_squares"].sensitivity == 3 * half * half  # C h^2 under both adjacencies
+        factor = 1 if adjacency == "add_remove" else 2
+        assert parts["centered_sum"].sensitivity == factor * 3 * half
+        assert all(s.loss.epsilon == Fraction(1, 2) for s in result.steps)
+
+
 def test_refusals(schema: Schema) -> None:
     kw = {"adjacency": "add_remove", "max_rows_per_unit": 1}
-    with pytest.raises(UnsupportedRequest, match="variance") as err:
-        one(schema, q.variance("hours"), **kw)
-    assert "mean(" in err.value.fix and "quantile(" in err.value.fix
     with pytest.raises(UnsupportedRequest, match="public keys"):
         one(schema, q.histogram("device"), **kw)
     with pytest.raises(UsageError, match="no step of this plan uses it"):

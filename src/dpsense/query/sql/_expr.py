@@ -1,7 +1,8 @@
 """SELECT items as small expression trees over released aggregates (free post-processing).
 
 ``("agg", name)`` is a released aggregate, ``("key", column)`` a group key, ``("num", q)`` an exact
-literal; ``("add" | "sub" | "mul" | "div", a, b)`` and ``("neg", a)`` combine them. Evaluating a tree
+literal; ``("add" | "sub" | "mul" | "div", a, b)``, ``("neg", a)`` and ``("sqrt", a)`` (STDDEV as the
+root of a released variance) combine them. Evaluating a tree
 on released values is post-processing (Dwork-Roth Prop 2.1): it costs nothing and never reads data.
 """
 
@@ -12,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 from sqlglot import exp
 
 from dpsense.query.sql._names import Resolver
@@ -54,6 +56,8 @@ def to_expr(
     name = aggregate_of(node)
     if name is None:
         raise unsupported(f"expression {type(node).__name__}", "select aggregates, group keys and arithmetic on them")
+    if isinstance(node, exp.Stddev | exp.StddevPop | exp.StddevSamp):
+        return ("sqrt", ("agg", name))  # the standard deviation is the root of the released variance
     return ("agg", name)
 
 
@@ -100,6 +104,8 @@ def evaluate(expr: Expr, values: Callable[[Expr], Any]) -> Any:
         return float(expr[1])
     if kind == "neg":
         return -evaluate(expr[1], values)
+    if kind == "sqrt":
+        return np.sqrt(np.maximum(evaluate(expr[1], values), 0))
     left, right = evaluate(expr[1], values), evaluate(expr[2], values)
     if kind == "add":
         return left + right
