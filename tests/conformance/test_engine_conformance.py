@@ -17,6 +17,7 @@ from scipy import stats
 from dpsense.core.errors import InvalidBounds, UsageError
 from dpsense.engine import (
     BoundedView,
+    CollectLimitExceeded,
     Engine,
     TableInfo,
     UnknownColumn,
@@ -329,6 +330,18 @@ def test_collect_returns_sorted_points_as_numpy(engine: Engine) -> None:
     got = engine.collect(bound(engine), columns=["src", "dst"])
     assert isinstance(got["src"], np.ndarray)
     assert list(zip(got["src"].tolist(), got["dst"].tolist(), strict=True)) == [(1, 2), (1, 3), (2, 3), (5, 6)]
+
+
+def test_collect_stops_at_a_public_bound(engine: Engine) -> None:
+    engine.register("t", people())
+    view = bound(engine)
+    assert engine.collect(view, columns=["hours"], max_rows=10)["hours"].size == 10
+    with pytest.raises(CollectLimitExceeded) as err:
+        engine.collect(view, columns=["hours", "region"], max_rows=9)
+    assert err.value.max_rows == 9 and "10" not in str(err.value)  # the public bound only, never the count
+    assert not isinstance(err.value, UsageError)  # it depends on the data: the caller charges it
+    with pytest.raises(UsageError, match="positive integer"):
+        engine.collect(view, columns=["hours"], max_rows=0)
 
 
 # -- temporary relations -----------------------------------------------------------------------------

@@ -1,13 +1,19 @@
 """Layer 2: the engine seam, the few relational steps a release runs on private data.
 
 ``Engine`` is the typed protocol; ``DuckDBEngine`` the reference implementation (in-process DuckDB,
-``pip install dpsense[duckdb]``). Steps: ``register`` a source (public schema back, never counts);
-for the steward at registration ``fingerprint`` (keyed, order-independent), ``data_quality`` (NULL,
-NaN and infinity counts) and ``apply_policies`` (drop or clamp bad values into a new snapshot);
-``bounded_rows`` (public ``predicate`` filters first, then at most C rows and G groups per privacy
-unit, chosen by a secret-salted keyed hash), ``group_aggregates`` (counts and exact fixed-point
-clipped sums over public keys), ``order_statistics_window`` (clipped, padded order statistics around
-a rank) and ``collect`` (points or edges as numpy arrays). Temporary relations go away with
+``pip install dpsense[duckdb]``); ``SparkEngine`` runs the same steps on Apache Spark (``pip install
+dpsense[spark]``). Both can follow the portable rules (``DuckDBEngine(portable=True)``; Spark always),
+under which the same data, salt and request keep the same rows on either engine.
+
+Steps: ``register`` a source (public schema back, never counts); for the steward at registration
+``fingerprint`` (keyed, order-independent, the same on every engine), ``data_quality`` (NULL, NaN
+and infinity counts) and ``apply_policies`` (drop or clamp bad values into a new snapshot);
+``index_units`` (a one-time per-unit index, so that bounding needs no window); ``bounded_rows``
+(public ``predicate`` filters first, then at most C rows and G groups per privacy unit, chosen by a
+secret-salted keyed hash), ``group_aggregates`` (counts of rows, units and present values, and exact
+fixed-point clipped sums over public keys), ``order_statistics_window`` (clipped, padded order
+statistics around a rank) and ``collect`` (points or edges as numpy arrays, at most a public
+``max_rows``; more is ``CollectLimitExceeded``, a charged failure). Temporary relations go away with
 ``drop``, ``release_scope()`` or ``close``; ``forget`` unregisters a table.
 
 The engine imports no DP math (DESIGN.md, layers): it never adds noise; its outputs are unnoised and
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dpsense.engine._errors import UnknownColumn, UnknownTable
+from dpsense.engine._errors import CollectLimitExceeded, UnknownColumn, UnknownTable
 from dpsense.engine._protocol import Engine
 from dpsense.engine._types import (
     Aggregate,
@@ -28,6 +34,7 @@ from dpsense.engine._types import (
     ClippedSum,
     ColumnInfo,
     ColumnQuality,
+    CountPresent,
     CountRows,
     CountUnits,
     FixedPointSum,
@@ -37,6 +44,7 @@ from dpsense.engine._types import (
     TableInfo,
     clip,
     clipped_sum,
+    count_present,
     count_rows,
     count_units,
     predicate,
@@ -44,14 +52,17 @@ from dpsense.engine._types import (
 
 if TYPE_CHECKING:
     from dpsense.engine._duckdb import DuckDBEngine
+    from dpsense.engine._spark import SparkEngine
 
 __all__ = [
     "Aggregate",
     "BoundedView",
     "Clip",
     "ClippedSum",
+    "CollectLimitExceeded",
     "ColumnInfo",
     "ColumnQuality",
+    "CountPresent",
     "CountRows",
     "CountUnits",
     "DuckDBEngine",
@@ -60,11 +71,13 @@ __all__ = [
     "GroupRow",
     "OrderStatisticsWindow",
     "Predicate",
+    "SparkEngine",
     "TableInfo",
     "UnknownColumn",
     "UnknownTable",
     "clip",
     "clipped_sum",
+    "count_present",
     "count_rows",
     "count_units",
     "predicate",
@@ -79,4 +92,11 @@ def __getattr__(name: str) -> object:
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError("DuckDBEngine needs DuckDB: pip install 'dpsense[duckdb]'") from exc
         return DuckDBEngine
+    if name == "SparkEngine":
+        # Spark is an optional extra too: pyspark (and a Java runtime) only when SparkEngine is asked for.
+        try:
+            from dpsense.engine._spark import SparkEngine
+        except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
+            raise ImportError("SparkEngine needs pyspark: pip install 'dpsense[spark]'") from exc
+        return SparkEngine
     raise AttributeError(f"module 'dpsense.engine' has no attribute {name!r}")

@@ -27,12 +27,13 @@ from dpsense.engine._types import (
 
 @runtime_checkable
 class Engine(Protocol):
-    """A data engine behind dpsense (DuckDB embedded; Spark later).
+    """A data engine behind dpsense (DuckDB embedded; Spark for data beyond one machine).
 
     Rules every implementation keeps:
     - deterministic: the only randomness is the caller's secret ``salt`` (never logged, stored in a
       view definition, or returned);
-    - errors are ``UsageError`` subclasses judged from the public schema and never contain data values;
+    - errors are ``UsageError`` subclasses judged from the public schema and never contain data values
+      (the one error that depends on the data, ``CollectLimitExceeded``, is charged by the caller);
     - temporary relations are removed by ``drop``, at the end of ``release_scope()`` and by ``close``.
     """
 
@@ -85,7 +86,23 @@ class Engine(Protocol):
         missing; integer, decimal and FLOAT columns are clamped to the bounds rounded inwards to
         their type). Column names and types are preserved; the previous engine-owned copy is
         dropped and a table the engine did not create (registered by name) is never modified.
-        Returns the (unchanged) public schema.
+        Returns the (unchanged) public schema. A unit index (``index_units``) is dropped: the new
+        snapshot holds the public columns only, so call ``index_units`` again after the policies.
+        """
+        ...
+
+    def index_units(self, table: str, *, unit_column: str, key: bytes) -> None:
+        """Index ``table`` on ``unit_column`` so that later ``bounded_rows`` on it need no window.
+
+        Replaces the snapshot by one holding, per row, hidden columns (names starting with
+        ``__dps_``, never in ``table_info``, ``collect``, ``fingerprint`` or ``data_quality``): the
+        row's position 0..n_u-1 within its unit in the order of a keyed hash under the secret ``key``
+        (>= 16 bytes, else ``UsageError``; identical rows get distinct positions, so the positions
+        are a permutation, and the order does not depend on the physical row order) and n_u, the
+        unit's number of rows. Rows whose unit is NULL are kept as they are (``bounded_rows`` drops
+        them). The snapshot is stored ordered by unit. Steward-only, a one-time cost at registration:
+        it reads and rewrites every row. The engine remembers the unit column per table; indexing
+        again (on any column) replaces the index, and ``apply_policies`` drops it.
         """
         ...
 
@@ -104,11 +121,42 @@ class Engine(Protocol):
 
         Rows failing any public filter in ``where`` (all must hold; a NULL, or a NaN in a float
         column, fails every predicate) and rows whose unit is NULL are removed first; the bound then
-        applies to the remaining rows. Each unit keeps a uniformly random subset given a fresh
-        secret salt: rows are ordered within the unit by a keyed hash of (salt, row content, copy
-        number among identical rows), so identical rows are interchangeable and the choice does not
-        depend on physical row order. With ``max_groups_per_unit`` each unit first keeps that many
-        of its distinct ``group_column`` values, chosen the same way.
+        applies to the remaining rows: a unit with n_u of them keeps exactly min(C, n_u)
+        (C = ``max_rows_per_unit``; with a group cap, n_u counts the rows of its kept groups), chosen
+        by the secret salt and that unit's rows only, and never by physical row order. Two rules, by
+        the table's state:
+
+        - Indexed path: the table is indexed on ``unit_column`` (``index_units``), with no ``where``
+          and no ``max_groups_per_unit``. The unit's rows sit at positions 0..n_u-1 of a secret
+          keyed-hash order fixed at registration; the salt gives the unit an offset o_u (a keyed
+          hash of the unit, mod n_u) and the rows with ``(position - o_u) mod n_u < C`` stay: C
+          consecutive positions, cyclically. Given a fresh salt o_u is uniform on 0..n_u-1 (a
+          64-bit hash mod n_u, bias below n_u / 2**63: negligible), so each row stays with
+          probability exactly C / n_u. The kept subsets are cyclic windows of the registration
+          order, not uniform over all C-subsets: two rows at distant positions of a large unit are
+          never kept together, and the same order serves every release of the snapshot.
+        - Windowed path (otherwise): rows are ordered within the unit by a keyed hash of (salt, row
+          content, copy number among identical rows) and the first C stay, a uniformly random
+          C-subset per release; identical rows are interchangeable. With ``max_groups_per_unit``
+          each unit first keeps that many of its distinct ``group_column`` values, chosen the same
+          way.
+
+        Portable engines (``DuckDBEngine(portable=True)``, ``SparkEngine``) run both rules with the
+        hashes of ``dpsense.engine._portable`` (SHA-256 of text both engines spell alike, 64-bit
+        integer arithmetic), so the same snapshot, salt and request keep the same rows on each; their
+        unit and capped group columns must be integer or string columns (else ``UnsupportedRequest``).
+
+        Privacy does not depend on which rule runs, nor on how random it is: each unit's choice is a
+        function of that unit's rows (and the secrets) alone, so adding, removing or replacing one
+        unit changes the view by at most C rows, all of that unit, and the stability bound of
+        contribution bounding (a row-additive statistic moves by at most C rows' contributions)
+        holds for any such rule and any value of the secrets. So every release is DP given the
+        registration order, and releases compose as usual although they share that order. The
+        randomness only spreads which rows represent a unit, for accuracy.
+
+        The view reads the table's current snapshot; it is valid until ``drop``, the end of the
+        ``release_scope`` that made it, or a change of that snapshot (``apply_policies``,
+        ``index_units``, ``forget``), after which reading it raises ``UnknownTable``.
         """
         ...
 
@@ -129,8 +177,18 @@ class Engine(Protocol):
         """Clipped order statistics of ranks ``rank - width .. rank + width``, padded with low / high."""
         ...
 
-    def collect(self, view: BoundedView, *, columns: Sequence[str]) -> dict[str, NDArray[Any]]:
-        """The view's rows restricted to ``columns`` (rows with a NULL there left out), in sorted order."""
+    def collect(
+        self, view: BoundedView, *, columns: Sequence[str], max_rows: int | None = None
+    ) -> dict[str, NDArray[Any]]:
+        """The view's rows restricted to ``columns`` (rows with a NULL there left out), in sorted order.
+
+        ``max_rows`` is a public bound on the number of rows (derived from public facts, e.g. the
+        declared population times ``max_rows_per_unit``): at most ``max_rows + 1`` rows are read and
+        a view holding more raises ``CollectLimitExceeded``. That error depends on the data, so it is
+        charged (the Session turns it into ``ChargedFailure``). Without a bound, an engine whose
+        driver memory needs one (Spark, unless opened with ``collect_limit``) refuses with a
+        ``UsageError`` before reading anything; DuckDB reads the whole view.
+        """
         ...
 
     def drop(self, view: BoundedView) -> None:
@@ -142,7 +200,10 @@ class Engine(Protocol):
         ...
 
     def temporary_names(self) -> list[str]:
-        """Names of the temporary relations that currently exist in the engine (for hygiene checks)."""
+        """Names of the live temporary views and relations of the engine (for hygiene checks).
+
+        Includes views that an engine keeps as queries in memory rather than as catalog tables.
+        """
         ...
 
     def close(self) -> None:

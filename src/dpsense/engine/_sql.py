@@ -12,8 +12,9 @@ import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
-from dpsense.engine._types import ClippedSum, CountRows, CountUnits, Predicate
+from dpsense.engine._types import Aggregate, ClippedSum, CountPresent, CountRows, CountUnits, Predicate
 
 #: Prefix of every relation the engine creates; source columns may not use it.
 INTERNAL_PREFIX = "__dps_"
@@ -28,6 +29,9 @@ class Dialect:
     hash_hex: str = "sha256({})"  # text -> hex digest of a cryptographic hash (Spark: sha2({}, 256))
     hex64: str = "CAST('0x' || left({}, 16) AS UBIGINT)"  # the first 64 bits of a hex digest as an integer
     wide_int: str = "HUGEINT"  # exact 128-bit sum (Spark: DECIMAL(38, 0))
+    # An exact sum of BIGINTs: DuckDB's sum of BIGINT accumulates in a HUGEINT, so no per-row cast
+    # (Spark: sum(CAST({} AS DECIMAL(38, 0)))).
+    exact_sum: str = "sum({})"
     row_hash: str = "hash({})"  # unkeyed 64-bit hash of one or more values (Spark: xxhash64({}))
     # One keyed mixing round: a 64-bit hash of (value XOR secret key) (Spark: xxhash64({} ^ {})).
     mix64: str = "hash(xor({}, CAST({} AS UBIGINT)))"
@@ -37,6 +41,12 @@ class Dialect:
     # The public keys ($keys, one list parameter) as rows (key, position) (Spark: posexplode).
     key_rows: str = "SELECT unnest(CAST($keys AS {type}[])) AS __dps_key, unnest(range(len($keys))) AS __dps_ord"
     materialized: str = "AS MATERIALIZED"  # a CTE computed once although read several times
+    # The hidden position and row-count columns of a unit index: 32 bits, as every release reads them
+    # (a unit may hold up to 2**32 - 1 rows) (Spark: INT, which holds 2**31 - 1).
+    index_int: str = "UINTEGER"
+    # (pos + r) mod n with r the top 63 bits of the 64-bit hash h, so the sum cannot overflow
+    # (Spark: pmod({pos} + shiftrightunsigned({h}, 1), {n})).
+    rotation: str = "({pos} + ({h} >> 1)) % {n}"
 
     def keyed64(self, expr: str, key1: str, key2: str) -> str:
         """A keyed 64-bit value of ``expr``: two mixing rounds, each after XOR with a secret key parameter."""
@@ -82,25 +92,54 @@ def clipped_value(column: str, low_param: str, high_param: str) -> str:
     return f"CASE WHEN {_missing(column)} THEN NULL ELSE least(greatest({value}, ${low_param}), ${high_param}) END"
 
 
-def fixed_point_units(spec: ClippedSum, prefix: str) -> tuple[str, dict[str, object]]:
-    """The expression of one clipped value in integer grid units, and its parameters.
+def _grid_exact(spec: ClippedSum) -> bool:
+    """True when both bounds are grid points, so rounding a clipped value cannot leave the grid bounds."""
+    return spec.grid_low == Fraction(spec.clip.low) and spec.grid_high == Fraction(spec.clip.high)
 
-    Multiplying a double by a power of two is exact and ROUND rounds half away from zero, so the
-    integer equals the exact ``round_half_away(clip(x) / 2**e)``, then clamped to the grid bounds.
+
+def fixed_point_sum(
+    spec: ClippedSum, kind: str, prefix: str, dialect: Dialect = DUCKDB
+) -> tuple[str, dict[str, object]]:
+    """The exact sum of one clipped column in integer grid units, as an aggregate expression, and its parameters.
+
+    Per row ``q = round(clip(x) * 2**-e)``, then clamped to ``[q_low, q_high]``: multiplying a double by
+    a power of two is exact and ROUND rounds half away from zero, so ``q`` equals the exact
+    ``round_half_away(clip(x) / 2**e)`` (ALGORITHMS.md section 1). When both bounds are grid points
+    (the usual case) the clamp to ``[q_low, q_high]`` is a no-op and left out. Missing values add
+    nothing: a NULL stays NULL through the CASE (which the SUM skips) and NaN rows are filtered out
+    (only float columns hold NaN). The clip is a CASE rather than GREATEST/LEAST, which skip NULLs and
+    are slower here; the FILTER keeps NaN, which compares above every number, from becoming ``high``.
     """
-    column = spec.clip.column
-    clipped = f"least(greatest(CAST({quote(column)} AS DOUBLE), ${prefix}_lo), ${prefix}_hi)"
+    column = quote(spec.clip.column)
+    value = f"CAST({column} AS DOUBLE)"
+    clipped = (
+        f"CASE WHEN {value} < ${prefix}_lo THEN ${prefix}_lo WHEN {value} > ${prefix}_hi THEN ${prefix}_hi "
+        f"ELSE {value} END"
+    )
     units = f"CAST(round({clipped} * ${prefix}_m) AS BIGINT)"
-    # GREATEST/LEAST skip NULLs (they would turn a missing value into a bound): test for missing first.
-    expr = f"CASE WHEN {_missing(column)} THEN NULL ELSE least(greatest({units}, ${prefix}_qlo), ${prefix}_qhi) END"
     params: dict[str, object] = {
         f"{prefix}_lo": spec.clip.low,
         f"{prefix}_hi": spec.clip.high,
         f"{prefix}_m": 2.0 ** (-spec.grid_exponent),
-        f"{prefix}_qlo": spec.q_low,
-        f"{prefix}_qhi": spec.q_high,
     }
-    return expr, params
+    present = []
+    if kind == "float":
+        present.append(f"NOT {dialect.is_nan.format(column)}")
+    if not _grid_exact(spec):
+        # GREATEST/LEAST would turn a NULL into a bound: NULL rows are filtered out first.
+        units = f"least(greatest({units}, ${prefix}_qlo), ${prefix}_qhi)"
+        present.append(f"{column} IS NOT NULL")
+        params.update({f"{prefix}_qlo": spec.q_low, f"{prefix}_qhi": spec.q_high})
+    total = dialect.exact_sum.format(units)
+    return (f"{total} FILTER (WHERE {' AND '.join(present)})" if present else total), params
+
+
+def count_present_expr(spec: CountPresent, kind: str, dialect: Dialect = DUCKDB) -> str:
+    """``count(column)`` skips NULLs; in a float column NaN rows are filtered out as well."""
+    column = quote(spec.column)
+    if kind == "float":
+        return f"count({column}) FILTER (WHERE NOT {dialect.is_nan.format(column)})"
+    return f"count({column})"
 
 
 def predicate_condition(
@@ -224,14 +263,18 @@ def group_aggregates_query(
     group_column: str | None,
     key_type: str | None,
     n_keys: int | None,
-    aggregates: Sequence[CountRows | CountUnits | ClippedSum],
+    aggregates: Sequence[Aggregate],
+    kinds: Mapping[str, str] | None = None,
     dialect: Dialect = DUCKDB,
 ) -> tuple[str, dict[str, object]]:
     """Aggregates per group; with ``n_keys`` the output has exactly the public keys ``$keys`` in order.
 
+    ``view`` is a relation: a quoted table name or a parenthesised, aliased subquery. ``kinds`` maps
+    columns to their kind (a column missing there is treated as float: NaN is then tested for).
     Output columns: the key (or the key's position when keys are public), then one per aggregate.
     Counts of absent keys are 0 and their sums 0 (COALESCE after the LEFT JOIN).
     """
+    kinds = kinds or {}
     params: dict[str, object] = {}
     selects: list[str] = []
     for i, agg in enumerate(aggregates):
@@ -239,9 +282,11 @@ def group_aggregates_query(
             selects.append(f"count(*) AS __dps_a{i}")
         elif isinstance(agg, CountUnits):
             selects.append(f"count(DISTINCT {quote(unit_column)}) AS __dps_a{i}")
+        elif isinstance(agg, CountPresent):
+            selects.append(f"{count_present_expr(agg, kinds.get(agg.column, 'float'), dialect)} AS __dps_a{i}")
         else:
-            expr, p = fixed_point_units(agg, f"s{i}")
-            selects.append(f"sum(CAST({expr} AS {dialect.wide_int})) AS __dps_a{i}")
+            expr, p = fixed_point_sum(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
+            selects.append(f"{expr} AS __dps_a{i}")
             params.update(p)
     outs = ", ".join(f"coalesce(a.__dps_a{i}, 0)" for i in range(len(aggregates)))
     if group_column is None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from dpsense.core.errors import UsageError
 from dpsense.engine._sql import DUCKDB, Dialect, quote
+from dpsense.engine._sql_portable import float_text
 from dpsense.engine._types import Clip, ColumnInfo, TableInfo
 
 _FINGERPRINT_DOMAIN = b"dpsense/fingerprint/v1"
@@ -53,6 +54,9 @@ _PLAIN_TEXT_KINDS = frozenset({"integer", "float", "decimal", "boolean", "tempor
 
 def _value_text(column: ColumnInfo, dialect: Dialect) -> str:
     col = quote(column.name)
+    if column.kind == "float":
+        # Exact and engine-independent (``_portable``): Spark's decimal text of a double differs.
+        return float_text(col)
     if column.sql_type.startswith("TIMESTAMP WITH TIME ZONE"):
         col = dialect.instant.format(col)  # the text of a zoned time depends on the session's zone
     return f"CAST({col} AS VARCHAR)"
@@ -64,7 +68,8 @@ def fingerprint_query(relation: str, columns: Sequence[ColumnInfo], dialect: Dia
     A sum does not depend on row order. The row text is injective: values joined by commas, each
     either ``-`` for NULL or its text, which for strings and nested values carries its byte length
     first (``<length>:<text>``) and for numbers, booleans and times holds neither a comma nor is
-    ``-``. Each value is cast to text once, in the inner SELECT.
+    ``-``. Floats are spelled exactly as ``<m>p<s>`` (``_portable``), so the fingerprint of the same
+    data is the same on DuckDB and Spark. Each value is cast to text once, in the inner SELECT.
     """
     texts = ", ".join(f"{_value_text(c, dialect)} AS __dps_v{i}" for i, c in enumerate(columns))
     parts = []

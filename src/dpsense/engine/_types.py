@@ -165,9 +165,10 @@ class ColumnQuality:
 class BoundedView:
     """A temporary relation holding at most ``max_rows_per_unit`` rows per privacy unit.
 
-    Created by ``Engine.bounded_rows``; valid until ``Engine.drop`` (or the end of the release scope).
-    It never holds the salt that chose its rows. ``where`` lists the public filters applied before
-    the bounding.
+    Created by ``Engine.bounded_rows``; valid until ``Engine.drop``, the end of the release scope, or a
+    change of its table's snapshot. It never holds the salt that chose its rows (nor a key derived
+    from it), and an engine may keep it as a query rather than a table. ``where`` lists the public
+    filters applied before the bounding.
     """
 
     name: str
@@ -229,6 +230,22 @@ class CountUnits:
     """Number of distinct privacy units in a group."""
 
     name: str = "count_units"
+
+
+@dataclass(frozen=True)
+class CountPresent:
+    """Number of rows in a group whose ``column`` is present: neither NULL nor (in a float column) NaN.
+
+    The denominator of a mean that leaves missing values out: exactly the rows a ``ClippedSum`` of the
+    same column adds up (a clipped sum skips NULL and NaN; infinities are clamped, so they count).
+    """
+
+    column: str
+    name: str = "count_present"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.column, str) or not self.column:
+            raise UsageError("count_present names a column by a non-empty string", self.column, "pass the column name")
 
 
 @dataclass(frozen=True)
@@ -302,12 +319,17 @@ def count_units(name: str = "count_units") -> CountUnits:
     return CountUnits(name)
 
 
+def count_present(column: str, name: str | None = None) -> CountPresent:
+    """Aggregate: number of rows per group whose ``column`` is not missing (not NULL, not NaN)."""
+    return CountPresent(column, name if name is not None else f"present_{column}")
+
+
 def clipped_sum(column: str, *, low: float, high: float, grid_exponent: int, name: str | None = None) -> ClippedSum:
     """Aggregate: exact sum of ``clip(column, low, high)`` on the grid 2**grid_exponent."""
     return ClippedSum(Clip(column, low, high), grid_exponent, name if name is not None else f"sum_{column}")
 
 
-Aggregate = CountRows | CountUnits | ClippedSum
+Aggregate = CountRows | CountUnits | CountPresent | ClippedSum
 
 
 @dataclass(frozen=True)
@@ -320,7 +342,9 @@ class FixedPointSum:
     @property
     def value(self) -> Fraction:
         """The exact sum as a fraction."""
-        return self.units * Fraction(2) ** self.grid_exponent
+        e = self.grid_exponent
+        # Integer shifts, not Fraction(2) ** e: a release reads one value per public group.
+        return Fraction(self.units << e) if e >= 0 else Fraction(self.units, 1 << -e)
 
 
 @dataclass(frozen=True)

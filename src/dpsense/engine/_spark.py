@@ -1,0 +1,769 @@
+"""``SparkEngine``: the engine seam on Apache Spark (``pip install dpsense[spark]``), always portable.
+
+The engine runs the portable rules of ``_portable``, so the same data, salt and request keep the same
+rows and give the same aggregates as ``DuckDBEngine(portable=True)``; the conformance suite checks it.
+
+Where the work runs: every per-row and per-unit step (filters, contribution bounding, clipping, the
+exact fixed-point sums, grouped counts, the counts and interval narrowing of order statistics) runs
+on the executors as native Spark expressions and windows, no Python UDF. Only small results reach the
+driver: one row per public group, 2 * width + 1 order statistics, a fingerprint's count and sum, or
+a collected view of at most ``max_rows`` rows. The DP math then runs on the driver, in numpy.
+
+Snapshots: a registered source is persisted (``storage_level``, memory and disk by default), so later
+changes of a file, table or DataFrame do not change what releases read. ``forget``,
+``apply_policies``, ``index_units`` and ``close`` unpersist what they replace. Bounded views are queries kept
+in this object, never in Spark's catalog, and computed when read (a release reads each view once);
+``drop``, ``release_scope`` and ``close`` forget them.
+
+Secrets: the salt stays in Python. Keys derived from it (HMAC-SHA256, one per purpose) enter the
+query plans as literals, so ``explain()`` shows derived keys, never the salt; nothing is registered
+in the catalog. Spark's error messages can quote data values, so they never propagate: a failed
+action becomes ``InternalError`` without the original message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sys
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as sf
+
+from dpsense.core.errors import DPSenseError, InternalError, InvalidData, UnsupportedRequest, UsageError
+from dpsense.engine import _checks, _portable, _spark_bound, _spark_expr, _spark_select, _sql_steward
+from dpsense.engine._errors import CollectLimitExceeded, UnknownTable
+from dpsense.engine._spark_expr import col
+from dpsense.engine._types import (
+    NO_CLAMP,
+    Aggregate,
+    BoundedView,
+    Clip,
+    ClippedSum,
+    ColumnQuality,
+    CountPresent,
+    CountRows,
+    CountUnits,
+    FixedPointSum,
+    GroupRow,
+    OrderStatisticsWindow,
+    Predicate,
+    TableInfo,
+)
+
+__all__ = ["SparkEngine"]
+
+_INTERNAL_PREFIX = "__dps_"
+_VIEW_PREFIX = "__dps_tmp_"
+_SNAPSHOT_MARKER = "__dps_snapshot"
+_CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+_FRAME_MODULES = frozenset({"pandas", "pyarrow", "polars"})
+_R = TypeVar("_R")
+#: Integer keys spanning at most 2 * len(keys) + this many values are selected by a range.
+_DENSE_SLACK = 1024
+#: How many public key lists to keep as built IN conditions.
+_KEY_LISTS = 64
+#: Rows per group below which 64-bit partial sums of 31-bit halves cannot overflow.
+_NARROW_ROWS = 1 << 32
+_HALF = 31
+
+
+@dataclass
+class _Snapshot:
+    """A registered table: its frame (public columns, ``__dps_row``, index columns), schema and state."""
+
+    frame: DataFrame
+    info: TableInfo
+    version: int
+    persisted: DataFrame | None
+    index_unit: str | None = None
+
+
+@dataclass(frozen=True)
+class _View:
+    """A live bounded view: the frame to read and the snapshot (table, version) it reads."""
+
+    frame: DataFrame
+    table: str
+    version: int
+
+
+class SparkEngine:
+    """The engine seam on a ``SparkSession`` (a session passed in is the caller's: ``close`` leaves it running).
+
+    Args:
+        spark: the session to run on (local mode for tests, a cluster's master URL in production).
+        storage_level: how registered snapshots (and the values an order statistic reads) are persisted.
+        collect_limit: the public default for ``collect``'s ``max_rows`` when the caller gives none;
+            with neither, ``collect`` refuses before reading (the driver's memory needs a bound).
+
+    """
+
+    #: The engine follows the portable rules (``dpsense.engine._portable``); it has no other mode.
+    portable = True
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+        collect_limit: int | None = None,
+    ) -> None:
+        if collect_limit is not None:
+            _checks.positive_int(collect_limit, "collect_limit")
+        self._spark = spark
+        self._storage_level = storage_level
+        self._collect_limit = collect_limit
+        self._tables: dict[str, _Snapshot] = {}
+        self._views: dict[str, _View] = {}
+        self._counter = itertools.count()
+        self._closed = False
+        self._owns_session = False
+        self._key_lists: dict[tuple[object, ...], Column] = {}  # IN conditions of public key lists, built once
+
+    @classmethod
+    def start(
+        cls,
+        master: str = "local[*]",
+        *,
+        app_name: str = "dpsense",
+        conf: Mapping[str, str] | None = None,
+        storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+        collect_limit: int | None = None,
+    ) -> SparkEngine:
+        """An engine on a SparkSession for ``master`` (``local[2]``, ``spark://host:7077``, ``yarn``, ...).
+
+        ``conf`` holds Spark settings (e.g. ``{"spark.executor.memory": "8g"}``). When no session is
+        active one is created, and ``close`` stops it; an active session is reused and left running.
+        The engine runs no Python on the executors (no UDFs), so they need no dpsense install.
+        """
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        owns = SparkSession.getActiveSession() is None
+        builder = SparkSession.builder.master(master).appName(app_name)
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        engine = cls(builder.getOrCreate(), storage_level=storage_level, collect_limit=collect_limit)
+        engine._owns_session = owns
+        return engine
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> SparkEngine:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Unpersist every view and snapshot and forget them (the SparkSession keeps running)."""
+        if self._closed:
+            return
+        for name in list(self._views):
+            self._drop_view(name)
+        for snapshot in self._tables.values():
+            _unpersist(snapshot.persisted)
+        self._tables.clear()
+        self._closed = True
+        if self._owns_session:
+            self._spark.stop()
+
+    def drop(self, view: BoundedView) -> None:
+        """Remove a bounded view now (idempotent)."""
+        self._check_open()
+        self._drop_view(view.name)
+
+    def release_scope(self) -> AbstractContextManager[None]:
+        """A context that removes the views created inside it on exit, even on error."""
+        return self._scope()
+
+    @contextmanager
+    def _scope(self) -> Iterator[None]:
+        before = set(self._views)
+        try:
+            yield
+        finally:
+            if not self._closed:
+                for name in sorted(set(self._views) - before):
+                    self._drop_view(name)
+
+    def temporary_names(self) -> list[str]:
+        """The live bounded views of this engine (kept in this object, never in Spark's catalog)."""
+        self._check_open()
+        return sorted(self._views)
+
+    def _drop_view(self, name: str) -> None:
+        self._views.pop(name, None)
+
+    # -- registration --------------------------------------------------------------------------------
+
+    def register(self, name: str, source: object) -> TableInfo:
+        """Register a Spark DataFrame or catalog table name, a pandas/pyarrow/polars table, or a CSV/Parquet path.
+
+        The source is persisted (a snapshot; see the module docstring) and read once now. Returns the
+        public schema.
+        """
+        self._check_open()
+        if not isinstance(name, str) or not name or name.startswith(_INTERNAL_PREFIX):
+            raise UsageError(
+                "a table name must be a non-empty string not starting with '__dps_'", name, "choose another name"
+            )
+        if name in self._tables:
+            raise UsageError("a table of this name is already registered", name, "choose another name or close()")
+        frame, from_file = self._source_frame(source)
+        info = TableInfo(name, tuple(_spark_expr.column_info(f) for f in frame.schema.fields))
+        clash = [c for c in info.column_names if c.startswith(_INTERNAL_PREFIX)]
+        if clash:
+            raise UsageError("column names may not start with '__dps_'", clash[0], "rename the column")
+        if len({c.lower() for c in info.column_names}) != len(info.column_names):
+            raise UsageError(
+                "column names must differ in more than letter case (Spark resolves names case-insensitively)",
+                info.column_names,
+                "rename the columns",
+            )
+        # The marker makes this plan differ from any query already cached (a DataFrame the caller
+        # persisted): Spark would otherwise share that cache entry, and forget() would unpersist it.
+        marker = sf.lit(uuid.uuid4().hex).alias(_SNAPSHOT_MARKER)
+        persisted = frame.select(*[col(c) for c in info.column_names], marker).persist(self._storage_level)
+        try:
+            self._run(persisted.count)
+        except InternalError:
+            _unpersist(persisted)
+            if from_file:
+                raise InvalidData("the file could not be read as a table", str(source), "check its format") from None
+            raise
+        self._tables[name] = _Snapshot(persisted, info, next(self._counter), persisted)
+        return info
+
+    def table_info(self, name: str) -> TableInfo:
+        """The public schema of a registered table."""
+        self._check_open()
+        return self._table(name).info
+
+    def forget(self, table: str) -> None:
+        """Unregister ``table`` and unpersist its snapshot (idempotent; a catalog table stays as it is)."""
+        self._check_open()
+        found = self._tables.pop(table, None)
+        if found is not None:
+            _unpersist(found.persisted)
+
+    def _source_frame(self, source: object) -> tuple[DataFrame, bool]:
+        """The source as a DataFrame, and whether it was read from a file."""
+        if isinstance(source, DataFrame):
+            return source, False
+        if isinstance(source, str | PathLike):
+            path = Path(source)
+            lowered = path.name.lower()
+            if lowered.endswith(_CSV_SUFFIXES) or lowered.endswith(_PARQUET_SUFFIXES):
+                if not path.is_file():
+                    raise InvalidData("the source file does not exist", str(path), "check the path")
+                reader = self._spark.read
+                if lowered.endswith(_PARQUET_SUFFIXES):
+                    return self._run(lambda: reader.parquet(str(path)), file=path), True
+                separator = "\t" if lowered.endswith(".tsv") else ","
+                return self._run(
+                    lambda: reader.csv(str(path), header=True, inferSchema=True, sep=separator), path
+                ), True
+            if isinstance(source, str) and self._run(lambda: self._spark.catalog.tableExists(source)):
+                return self._spark.table(source), False
+            raise UnknownTable(
+                str(source), "pass a .csv/.parquet path, a DataFrame or Arrow table, or an existing Spark table name"
+            )
+        module = type(source).__module__.split(".")[0]
+        if module not in _FRAME_MODULES:
+            raise UnsupportedRequest(
+                "a source must be a Spark/pandas/polars DataFrame, a pyarrow Table, a CSV or Parquet path, "
+                "or a table name",
+                type(source).__name__,
+                "convert the data to one of those",
+            )
+        arrow = _to_arrow(source)
+        try:
+            return self._spark.createDataFrame(arrow), False
+        except Exception:  # Spark's conversion errors vary in type; the message is not needed
+            raise UnsupportedRequest(
+                "Spark cannot hold one of the table's column types", str(arrow.schema.types), "cast the column first"
+            ) from None
+
+    # -- steward steps at registration ---------------------------------------------------------------
+
+    def fingerprint(self, table: str, key: bytes) -> str:
+        """Keyed, order-independent fingerprint of the snapshot, equal to DuckDB's on the same data.
+
+        Per row the first 64 bits of ``sha256(row key || '|' || row text)`` (the portable row text of
+        ``_sql_steward.fingerprint_query``), summed exactly as DECIMAL(38, 0); then
+        ``HMAC-SHA256(key, schema | count | sum mod 2**64)`` in Python. The count stays in here.
+        """
+        self._check_open()
+        snapshot = self._table(table)
+        secret = _checks.secret(key, "fingerprint key")
+        row_key = _sql_steward.fingerprint_row_key(secret)
+        digest = sf.sha2(sf.concat(sf.lit(row_key), sf.lit("|"), _spark_expr.row_text(snapshot.info.columns)), 256)
+        frame = snapshot.frame.agg(sf.count(sf.lit(1)), _spark_expr.exact_sum(_spark_expr.hex64(digest)))
+        row = self._one_row(frame)
+        return _sql_steward.fingerprint_digest(secret, snapshot.info, int(row[0]), int(row[1]))
+
+    def data_quality(self, table: str, columns: Sequence[str]) -> dict[str, ColumnQuality]:
+        """NULL, NaN and infinity counts per column (steward-only; unnoised counts of private data)."""
+        self._check_open()
+        snapshot = self._table(table)
+        names = list(dict.fromkeys(_checks.column_names(columns, "columns")))
+        infos = [_checks.require(snapshot.info, c) for c in names]
+        if not infos:
+            return {}
+        counts: list[Column] = []
+        for info in infos:
+            c = col(info.name)
+            counts.append(sf.count(sf.when(c.isNull(), 1)))
+            if info.kind == "float":
+                counts.append(sf.count(sf.when(sf.isnan(c), 1)))
+                counts.append(sf.count(sf.when(_spark_expr.is_infinite(c), 1)))
+        row = self._one_row(snapshot.frame.agg(*counts))
+        out: dict[str, ColumnQuality] = {}
+        position = 0
+        for info in infos:
+            if info.kind == "float":
+                out[info.name] = ColumnQuality(int(row[position]), int(row[position + 1]), int(row[position + 2]))
+                position += 3
+            else:
+                out[info.name] = ColumnQuality(int(row[position]), 0, 0)
+                position += 1
+        return out
+
+    def apply_policies(
+        self,
+        table: str,
+        *,
+        drop_missing: Sequence[str] = (),
+        drop_nonfinite: Sequence[str] = (),
+        clamp: Mapping[str, tuple[float, float]] = NO_CLAMP,
+    ) -> TableInfo:
+        """A new persisted snapshot of ``table`` with the policies applied (see ``Engine.apply_policies``).
+
+        The new snapshot holds the public columns only: a unit index is dropped.
+        """
+        self._check_open()
+        snapshot = self._table(table)
+        info = snapshot.info
+        missing, nonfinite, clips = _checks.policies(info, drop_missing, drop_nonfinite, clamp)
+        types = {f.name: f.dataType for f in snapshot.frame.schema.fields}
+        selects = [
+            _spark_expr.clamped(c, types[c.name], clips[c.name]) if c.name in clips else col(c.name)
+            for c in info.columns
+        ]
+        condition: Column = sf.lit(True)
+        for name in dict.fromkeys(missing):
+            condition = condition & col(name).isNotNull()
+        for name in dict.fromkeys(nonfinite):
+            found = info.column(name)
+            if found is not None and found.kind == "float":
+                c = col(name)
+                condition = condition & (
+                    c.isNull() | ~(sf.isnan(c) | c.isin(sf.lit(float("inf")), sf.lit(float("-inf"))))
+                )
+        frame = snapshot.frame.where(condition).select(*selects)
+        described = tuple(_spark_expr.column_info(f) for f in frame.schema.fields[: len(info.columns)])
+        if described != info.columns:
+            raise InternalError("a policy changed the table's schema")
+        self._replace(table, snapshot, frame, index_unit=None)
+        return info
+
+    def index_units(self, table: str, *, unit_column: str, key: bytes) -> None:
+        """Replace the snapshot by one indexed on ``unit_column`` (the portable unit index of ``_portable``).
+
+        One shuffle by unit and two ordered windows, persisted: a one-time steward cost that makes
+        every later ``bounded_rows`` on this unit column (without filters or a group cap) a filter.
+        """
+        self._check_open()
+        snapshot = self._table(table)
+        unit = _checks.require(snapshot.info, unit_column)
+        secret = _checks.secret(key, "index key")
+        _portable.require_text_column(unit, "privacy unit")
+        frame = _spark_bound.indexed(
+            snapshot.frame,
+            snapshot.info,
+            unit=unit,
+            index_key=_portable.text_key(secret, "index"),
+            unit_key=_portable.text_key(secret, "unit"),
+        )
+        self._replace(table, snapshot, frame, index_unit=unit_column)
+
+    def _replace(self, table: str, snapshot: _Snapshot, frame: DataFrame, *, index_unit: str | None) -> None:
+        persisted = frame.persist(self._storage_level)
+        try:
+            self._run(persisted.count)
+        except BaseException:
+            _unpersist(persisted)
+            raise
+        _unpersist(snapshot.persisted)
+        self._tables[table] = _Snapshot(persisted, snapshot.info, next(self._counter), persisted, index_unit)
+
+    # -- relational steps ----------------------------------------------------------------------------
+
+    def bounded_rows(
+        self,
+        table: str,
+        *,
+        unit_column: str,
+        max_rows_per_unit: int,
+        salt: bytes,
+        group_column: str | None = None,
+        max_groups_per_unit: int | None = None,
+        where: Sequence[Predicate] = (),
+    ) -> BoundedView:
+        """Keep at most C rows (and G groups) per unit by the portable rules (``_portable``).
+
+        On a snapshot indexed on ``unit_column``, without ``where`` and ``max_groups_per_unit``, the
+        view is the rotation filter (no shuffle); otherwise one shuffle by unit and keyed windows.
+        Either way the view is a query, computed when read: the executor reads each view once (one
+        ``group_aggregates`` holding all its statistics, or one ``collect``), so caching it would
+        cost a write for nothing; ``order_statistics_window`` caches the one column it reads often.
+        """
+        self._check_open()
+        snapshot = self._table(table)
+        info = snapshot.info
+        unit = _checks.require(info, unit_column)
+        max_rows = _checks.positive_int(max_rows_per_unit, "max_rows_per_unit")
+        group = _checks.require(info, group_column) if group_column is not None else None
+        if max_groups_per_unit is not None:
+            _checks.positive_int(max_groups_per_unit, "max_groups_per_unit")
+            if group is None:
+                raise UsageError(
+                    "max_groups_per_unit needs the group column", max_groups_per_unit, "pass group_column as well"
+                )
+            _portable.require_text_column(group, "capped group")
+        filters = _checks.predicates(info, where)
+        _checks.secret(salt, "salt")
+        _portable.require_text_column(unit, "privacy unit")
+        name = f"{_VIEW_PREFIX}{next(self._counter)}"
+        if snapshot.index_unit == unit_column and not filters and max_groups_per_unit is None:
+            frame = _spark_bound.rotated(snapshot.frame, info, max_rows=max_rows, keys=_portable.rotation_keys(salt))
+            self._views[name] = _View(frame, table, snapshot.version)
+        else:
+            frame = _spark_bound.windowed(
+                _spark_bound.filtered(snapshot.frame, info, unit, filters),
+                info,
+                unit=unit,
+                max_rows=max_rows,
+                row_key=_portable.text_key(salt, "rows"),
+                group=group if max_groups_per_unit is not None else None,
+                max_groups=max_groups_per_unit,
+                group_key=_portable.text_key(salt, "groups") if max_groups_per_unit is not None else None,
+            )
+            self._views[name] = _View(frame, table, snapshot.version)
+        return BoundedView(name, table, info, unit_column, max_rows, group_column, max_groups_per_unit, filters)
+
+    def group_aggregates(
+        self,
+        view: BoundedView,
+        *,
+        group_column: str | None,
+        keys: Sequence[Any] | None,
+        aggregates: Sequence[Aggregate],
+    ) -> list[GroupRow]:
+        """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never."""
+        frame = self._check_view(view)
+        aggs = list(aggregates)
+        if not aggs or not all(isinstance(a, CountRows | CountUnits | CountPresent | ClippedSum) for a in aggs):
+            raise UsageError(
+                "aggregates are a non-empty list of count_rows(), count_units(), count_present(...), clipped_sum(...)",
+                [type(a).__name__ for a in aggs],
+                "build them with dpsense.engine.count_rows / count_units / count_present / clipped_sum",
+            )
+        names = [a.name for a in aggs]
+        if len(set(names)) != len(names):
+            raise UsageError("aggregate names must be distinct", names, "pass name=... to tell them apart")
+        kinds = {c.name: c.kind for c in view.schema.columns}
+        for a in aggs:
+            if isinstance(a, ClippedSum):
+                _checks.require_numeric(view.schema, a.clip.column)
+            elif isinstance(a, CountPresent):
+                _checks.require(view.schema, a.column)
+        key_list: list[Any] | None = None
+        if group_column is None:
+            if keys is not None:
+                raise UsageError("public keys need a group column", "keys without group_column", "pass group_column")
+        else:
+            column = _checks.require(view.schema, group_column)
+            if view.max_groups_per_unit is not None and group_column != view.group_column:
+                raise UnsupportedRequest(
+                    "the view caps groups per unit on another column",
+                    group_column,
+                    f"group by {view.group_column!r} or bound rows again with this group column",
+                )
+            if keys is not None:
+                key_list = list(keys)
+                data_type = {f.name: f.dataType for f in frame.schema.fields}[group_column]
+                _spark_expr.check_keys(key_list, column, data_type)
+                if not key_list:
+                    return []
+        try:
+            return self._aggregated(frame, view.unit_column, group_column, key_list, aggs, kinds, wide=False)
+        except _WideSumNeeded:
+            return self._aggregated(frame, view.unit_column, group_column, key_list, aggs, kinds, wide=True)
+
+    def _aggregated(
+        self,
+        frame: DataFrame,
+        unit_column: str,
+        group_column: str | None,
+        keys: list[Any] | None,
+        aggs: list[Aggregate],
+        kinds: dict[str, str],
+        *,
+        wide: bool,
+    ) -> list[GroupRow]:
+        """One aggregation pass; ``_WideSumNeeded`` when a 64-bit partial sum could have overflowed."""
+        planned = [_planned(a, unit_column, kinds, wide=wide) for a in aggs]
+        exprs = [c for p in planned for c in p.columns]
+        try:
+            rows = self._grouped(frame, group_column, keys, exprs)
+        except InternalError:
+            if wide or not any(isinstance(a, ClippedSum) for a in aggs):
+                raise
+            raise _WideSumNeeded from None  # ANSI mode raises on a 64-bit overflow: recompute as DECIMAL
+        out = []
+        for key, values in rows:
+            counts: dict[str, int] = {}
+            sums: dict[str, FixedPointSum] = {}
+            position = 0
+            for agg, plan in zip(aggs, planned, strict=True):
+                value = plan.combine(values[position : position + len(plan.columns)])
+                position += len(plan.columns)
+                if isinstance(agg, ClippedSum):
+                    sums[agg.name] = FixedPointSum(value, agg.grid_exponent)
+                else:
+                    counts[agg.name] = value
+            out.append(GroupRow(key, counts, sums))
+        return out
+
+    def _grouped(
+        self, frame: DataFrame, group_column: str | None, keys: list[Any] | None, exprs: list[Column]
+    ) -> list[tuple[Any, list[Any]]]:
+        """(key, aggregate values) per output row: one row without a group, the public keys in order, or every key."""
+        if group_column is None:
+            row = self._one_row(frame.agg(*exprs))
+            return [(None, list(row))]
+        key = col(group_column).alias("__dps_key")
+        if keys is None:
+            grouped = frame.groupBy(key).agg(*exprs).orderBy(sf.col("__dps_key").asc_nulls_last())
+            return [(r[0], list(r[1:])) for r in self._run(grouped.collect)]
+        selected = frame.where(self._key_condition(group_column, keys))
+        found = {r[0]: list(r[1:]) for r in self._run(selected.groupBy(key).agg(*exprs).collect)}
+        zeros: list[Any] = [None] * len(exprs)
+        return [(k, found.get(k, zeros)) for k in keys]
+
+    def _key_condition(self, group_column: str, keys: list[Any]) -> Column:
+        """A condition keeping the public keys' rows (and, for a dense integer range, only a public few more).
+
+        Integer keys that fill most of a range become ``BETWEEN min AND max``: no per-key literal to
+        plan, and the groups in the range number at most its public width (those that are not keys are
+        dropped here, on the driver). Other key lists become an ``IN`` list, built once per list.
+        """
+        if all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
+            low, high = min(keys), max(keys)
+            if high - low + 1 <= 2 * len(keys) + _DENSE_SLACK:
+                return col(group_column).between(_spark_expr.literal(low), _spark_expr.literal(high))
+        remembered = (group_column, tuple((type(k), k) for k in keys))
+        condition = self._key_lists.get(remembered)
+        if condition is None:
+            if len(self._key_lists) >= _KEY_LISTS:
+                self._key_lists.clear()
+            condition = col(group_column).isin([_spark_expr.literal(k) for k in keys])
+            self._key_lists[remembered] = condition
+        return condition
+
+    def order_statistics_window(
+        self, view: BoundedView, *, column: str, low: float, high: float, rank: int, width: int
+    ) -> OrderStatisticsWindow:
+        """Clipped order statistics x_(rank-width) .. x_(rank+width), padded with low / high, by distributed selection.
+
+        Missing values (NULL, NaN) are left out. The count is never returned; only the 2 * width + 1
+        values come back to the driver (``_spark_select``).
+        """
+        frame = self._check_view(view)
+        info = _checks.require_numeric(view.schema, column)
+        bounds = Clip(column, low, high)
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            raise UsageError("rank must be an integer (1-based)", rank, "pass an int")
+        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+            raise UsageError("width must be a non-negative integer", width, "pass an int >= 0")
+        values = frame.where(~_spark_expr.is_missing(info)).select(
+            _spark_expr.clipped_value(column, bounds.low, bounds.high).alias("__dps_v")
+        )
+        first, last = rank - width, rank + width
+        cached = values.persist(self._storage_level)  # read several times by the selection
+        try:
+            found = _spark_select.order_statistics(cached, first=first, last=last, run=self._run)
+        finally:
+            _unpersist(cached)
+        ranks = np.arange(first, last + 1, dtype=np.int64)
+        padded = [found.get(int(i), bounds.low if i <= 0 else bounds.high) for i in ranks]
+        return OrderStatisticsWindow(ranks, np.array(padded, dtype=np.float64))
+
+    def collect(
+        self, view: BoundedView, *, columns: Sequence[str], max_rows: int | None = None
+    ) -> dict[str, NDArray[Any]]:
+        """The view's rows on ``columns`` as numpy arrays, sorted by those columns; rows with NULLs left out.
+
+        ``max_rows`` (or the engine's ``collect_limit``) is a public bound on the rows: at most
+        ``max_rows + 1`` rows reach the driver, and a view holding more raises ``CollectLimitExceeded``, a
+        failure that depends on the data (the release layer charges it). Without either bound the
+        call is refused before any data is read.
+        """
+        frame = self._check_view(view)
+        cols = list(columns)
+        if not cols or isinstance(columns, str):
+            raise UsageError("columns must be a non-empty list of names", columns, "pass e.g. ['x', 'y']")
+        infos = [_checks.require(view.schema, c) for c in cols]
+        limit = self._collect_limit if max_rows is None else _checks.positive_int(max_rows, "max_rows")
+        if limit is None:
+            raise UsageError(
+                "collecting rows from Spark needs a public bound on their number",
+                "max_rows=None",
+                "pass max_rows (derived from public facts), or open SparkEngine(..., collect_limit=...)",
+            )
+        present: Column = sf.lit(True)
+        for c in cols:
+            present = present & col(c).isNotNull()
+        selected = frame.select(*[col(c) for c in cols]).where(present).limit(limit + 1)
+        table = self._run(selected.toArrow)
+        if table.num_rows > limit:
+            raise CollectLimitExceeded(limit)
+        # At most ``limit`` rows are here already: sorting them here (Arrow orders NaN above every
+        # number, as DuckDB does) is cheaper than a distributed sort of a few rows.
+        ordered = table.sort_by([(c, "ascending") for c in cols])
+        return {info.name: _numpy(ordered.column(info.name), info.kind) for info in infos}
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("the engine is closed", "closed engine", "open a new SparkEngine")
+
+    def _table(self, name: str) -> _Snapshot:
+        found = self._tables.get(name)
+        if found is None:
+            raise UnknownTable(name)
+        return found
+
+    def _check_view(self, view: BoundedView) -> DataFrame:
+        """The frame of a live view whose snapshot is still the table's current one."""
+        self._check_open()
+        if not isinstance(view, BoundedView):
+            raise UsageError(
+                "aggregates run on a BoundedView", type(view).__name__, "call engine.bounded_rows(...) first"
+            )
+        found = self._views.get(view.name)
+        if found is None:
+            raise UnknownTable(view.name, "the view was dropped or belongs to another engine; call bounded_rows again")
+        current = self._tables.get(found.table)
+        if current is None or current.version != found.version:
+            raise UnknownTable(
+                view.name, "the table was forgotten or its snapshot replaced since the view was made; bound again"
+            )
+        return found.frame
+
+    def _one_row(self, frame: DataFrame) -> tuple[Any, ...]:
+        rows = self._run(frame.collect)
+        if len(rows) != 1:
+            raise InternalError(f"a single-row step returned {'no' if not rows else 'several'} rows")
+        return tuple(rows[0])
+
+    @staticmethod
+    def _run(action: Callable[[], _R], file: Path | None = None) -> _R:
+        """Run a Spark action; its errors (whose messages can quote data) become errors without the message."""
+        try:
+            with warnings.catch_warnings():
+                # PySpark leaves its result sockets to the garbage collector by design, which warns.
+                warnings.simplefilter("ignore", ResourceWarning)
+                return action()
+        except DPSenseError:
+            raise
+        except Exception as exc:  # py4j and pyspark raise many types; none may leak its text
+            if file is not None:
+                raise InvalidData("the file could not be read as a table", str(file), "check its format") from None
+            raise InternalError(f"Spark failed a planned step ({type(exc).__name__})") from None
+
+
+class _WideSumNeeded(Exception):
+    """A group summed 2**32 rows or more: recompute the exact sums as DECIMAL(38, 0)."""
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The Spark aggregate columns of one requested aggregate and how their values combine into an int."""
+
+    columns: list[Column]
+    combine: Callable[[list[Any]], int]
+
+
+def _planned(agg: Aggregate, unit_column: str, kinds: dict[str, str], *, wide: bool) -> _Planned:
+    """Spark columns for one aggregate; exact clipped sums in two 64-bit halves unless ``wide``.
+
+    A grid value ``q`` (|q| <= 2**62) splits exactly into ``hi = q >> 31`` (|hi| < 2**31) and
+    ``lo = q & (2**31 - 1)`` (0 <= lo < 2**31), so ``sum(q) = sum(hi) * 2**31 + sum(lo)``; below
+    2**32 rows per group neither 64-bit sum can overflow, which the row count beside them checks.
+    Two BIGINT sums run about twice as fast as one DECIMAL(38, 0) sum; with 2**32 rows or more the
+    DECIMAL sum (exact up to 2**64 rows) is used instead.
+    """
+    if isinstance(agg, CountRows):
+        return _Planned([sf.count(sf.lit(1))], lambda v: int(v[0] or 0))
+    if isinstance(agg, CountUnits):
+        return _Planned([sf.count_distinct(col(unit_column))], lambda v: int(v[0] or 0))
+    if isinstance(agg, CountPresent):
+        return _Planned([_spark_expr.count_present(agg, kinds.get(agg.column, "float"))], lambda v: int(v[0] or 0))
+    units = _spark_expr.grid_units(agg, kinds.get(agg.clip.column, "float"))
+    if wide:
+        return _Planned([_spark_expr.exact_sum(units)], lambda v: int(v[0] or 0))
+    halves = [sf.sum(sf.shiftright(units, _HALF)), sf.sum(units.bitwiseAND(sf.lit((1 << _HALF) - 1))), sf.count(units)]
+    return _Planned(halves, _combine_halves)
+
+
+def _combine_halves(values: list[Any]) -> int:
+    high, low, rows = (int(v or 0) for v in values)
+    if rows >= _NARROW_ROWS:
+        raise _WideSumNeeded
+    return (high << _HALF) + low
+
+
+def _unpersist(frame: DataFrame | None) -> None:
+    if frame is not None:
+        with contextlib.suppress(Exception):  # cleanup goes on: a stopped session holds nothing to free
+            frame.unpersist(blocking=True)
+
+
+def _to_arrow(source: object) -> Any:
+    import pyarrow as pa
+
+    if isinstance(source, pa.Table):
+        return source
+    if isinstance(source, pa.RecordBatch):
+        return pa.Table.from_batches([source])
+    to_arrow = getattr(source, "to_arrow", None)
+    if callable(to_arrow):  # polars
+        return to_arrow()
+    return pa.Table.from_pandas(source, preserve_index=False)
+
+
+def _numpy(column: Any, kind: str) -> NDArray[Any]:
+    """An Arrow column as numpy, as DuckDB's ``fetchnumpy`` gives it (decimals as float64)."""
+    array = np.asarray(column.to_numpy())
+    if kind == "decimal":
+        return array.astype(np.float64)
+    return array

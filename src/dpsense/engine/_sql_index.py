@@ -1,0 +1,75 @@
+"""SQL for the unit index: per-unit work done once at registration, so that bounding is a projection.
+
+``unit_index_query`` orders each privacy unit's rows by a keyed hash under a registration secret and
+stores, per row, three hidden columns: ``__dps_pos`` (the row's position 0..n_u-1 in that order),
+``__dps_n`` (n_u, the unit's number of rows) and ``__dps_uh`` (an unkeyed 64-bit hash of the unit
+value, so a release does not hash a string per row). ``rotation_condition`` then keeps at most C rows
+per unit with no window and no aggregate: a row stays iff ``(pos + r_u) mod n_u < C``, where ``r_u``
+is a keyed hash of the unit under a key derived from the release's salt.
+
+As in ``_sql``, only quoted identifiers are spliced into the text; keys are parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dpsense.engine._sql import DUCKDB, Dialect, quote
+
+#: The hidden columns of an indexed snapshot, in table order after the public columns.
+POSITION, UNIT_ROWS, UNIT_HASH = "__dps_pos", "__dps_n", "__dps_uh"
+HIDDEN_COLUMNS = (POSITION, UNIT_ROWS, UNIT_HASH)
+#: Parameters of the registration order (derived from the index key) and of a release's rotation.
+INDEX_KEYS = ("ik1", "ik2")
+ROTATION_KEY, ROTATION_ROWS = "rot_k", "rot_c"
+
+
+def unit_index_query(source: str, columns: Sequence[str], *, unit_column: str, dialect: Dialect = DUCKDB) -> str:
+    """SELECT of the table with the hidden columns added, stored in (unit, position) order.
+
+    Within a unit the rows are ordered by ``K(h, j)``: ``h`` an unkeyed hash of the whole row, ``j``
+    the copy number among identical rows (which copy is which does not matter: they are identical)
+    and ``K`` the keyed 64-bit hash ``Dialect.keyed64`` under ``$ik1``, ``$ik2``. So every copy gets
+    its own key, the order is a pseudo-random permutation of the unit's rows as a multiset, and it
+    does not depend on the physical row order. ``row_number`` makes the positions a permutation of
+    0..n_u-1 whatever the hashes do (a collision of two distinct rows, probability about
+    n_u**2 / 2**65, only lets physical order pick their relative order). Rows whose unit is NULL get
+    NULL hidden columns (bounding drops them).
+    """
+    cols = ", ".join(quote(c) for c in columns)
+    unit = quote(unit_column)
+    present = f"{unit} IS NOT NULL"
+    order_key = dialect.keyed64(dialect.row_hash.format("__dps_h, __dps_occ"), "$ik1", "$ik2")
+    int_type = dialect.index_int
+    return (
+        f"WITH __dps_hashed AS (SELECT {cols}, {dialect.row_hash.format(cols)} AS __dps_h FROM {source}),\n"
+        "__dps_copies AS (SELECT *, row_number() OVER (PARTITION BY "
+        f"{unit}, __dps_h) AS __dps_occ FROM __dps_hashed)\n"
+        f"SELECT {cols}, "
+        f"CASE WHEN {present} THEN CAST(row_number() OVER __dps_w - 1 AS {int_type}) END AS {POSITION}, "
+        f"CASE WHEN {present} THEN CAST(count(*) OVER (PARTITION BY {unit}) AS {int_type}) END AS {UNIT_ROWS}, "
+        f"CASE WHEN {present} THEN {dialect.row_hash.format(unit)} END AS {UNIT_HASH} "
+        f"FROM __dps_copies WINDOW __dps_w AS (PARTITION BY {unit} ORDER BY {order_key}, __dps_h) "
+        f"ORDER BY {unit} NULLS LAST, {POSITION}"
+    )
+
+
+def rotation_condition(dialect: Dialect = DUCKDB) -> str:
+    """The row filter ``(pos + r_u) mod n_u < $rot_c`` with ``r_u`` the top 63 bits of ``mix(uh XOR $rot_k)``.
+
+    This is the rule ``(pos - o_u) mod n_u < C`` with the offset ``o_u = -r_u mod n_u``, written so
+    that it needs one modulo and no subtraction (DuckDB's unsigned arithmetic refuses to wrap).
+
+    One keyed mixing round suffices here: DuckDB's 64-bit hash of an integer is a bijection (murmur3's
+    finaliser), so for a uniform key ``uh XOR key`` is uniform and so is its hash; ``r_u mod n_u`` is
+    then uniform on 0..n_u-1 up to a bias below n_u / 2**63. Rows with a NULL unit have NULL hidden
+    columns, so the condition is NULL for them and a WHERE drops them.
+    """
+    mixed = dialect.mix64.format(UNIT_HASH, f"${ROTATION_KEY}")
+    return f"{dialect.rotation.format(pos=POSITION, h=mixed, n=UNIT_ROWS)} < ${ROTATION_ROWS}"
+
+
+def rotation_query(source: str, columns: Sequence[str], dialect: Dialect = DUCKDB) -> str:
+    """SELECT of the public ``columns`` of an indexed ``source`` keeping the rows of ``rotation_condition``."""
+    cols = ", ".join(quote(c) for c in columns)
+    return f"SELECT {cols} FROM {source} WHERE {rotation_condition(dialect)}"

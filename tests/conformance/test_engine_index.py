@@ -1,0 +1,302 @@
+"""Conformance: the unit index (``index_units``) and the window-free bounding it enables.
+
+On an indexed table, ``bounded_rows`` without filters or a group cap keeps, per unit, the C rows at
+cyclically consecutive positions of a secret registration order, rotated by a salt-keyed offset. The
+tests check what the protocol promises: exactly min(C, n_u) rows per unit, each row kept with
+probability C / n_u across salts (with power against rules that ignore the salt), cyclic windows,
+independence from physical row order, hidden columns that never show, and an index that
+``apply_policies`` and ``forget`` drop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from scipy import stats
+
+from dpsense.core.errors import UsageError
+from dpsense.engine import (
+    BoundedView,
+    ColumnQuality,
+    Engine,
+    UnknownColumn,
+    UnknownTable,
+    clipped_sum,
+    count_rows,
+    predicate,
+)
+from dpsense.noise.entropy import random_bytes
+from tests.conformance.test_engine_conformance import SECRET, bound, people, selections
+from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
+
+KEY = bytes(range(100, 132))
+HIDDEN = ("__dps_pos", "__dps_n", "__dps_uh")
+
+
+def sized_units(sizes: dict[int, int]) -> pd.DataFrame:
+    """``sizes[n]`` units of n rows each; rows are told apart by ``label`` (0..n-1 within the unit)."""
+    persons: list[int] = []
+    labels: list[int] = []
+    unit_sizes: list[int] = []
+    for n, count in sorted(sizes.items()):
+        for _ in range(count):
+            unit = len(set(persons))
+            persons += [unit] * n
+            labels += list(range(n))
+            unit_sizes += [n] * n
+    return pd.DataFrame({"person": persons, "label": labels, "size": unit_sizes})
+
+
+def indexed(engine: Engine, frame: object, table: str = "t", key: bytes = KEY) -> None:
+    engine.register(table, frame)
+    engine.index_units(table, unit_column="person", key=key)
+
+
+def kept_per_unit(engine: Engine, view: BoundedView) -> Counter[int]:
+    return Counter(engine.collect(view, columns=["person"])["person"].tolist())
+
+
+# -- the bound ---------------------------------------------------------------------------------------
+
+
+def test_indexed_bound_keeps_exactly_min_c_n_rows_and_drops_null_units(engine: Engine) -> None:
+    df = sized_units({1: 5, 2: 5, 3: 5, 7: 5, 20: 3})
+    df["person"] = df["person"].astype("Int64")
+    df = pd.concat([df, pd.DataFrame({"person": [pd.NA] * 4, "label": [0, 1, 2, 3], "size": [4] * 4})])
+    df["person"] = df["person"].astype("Int64")
+    indexed(engine, df.sample(frac=1.0, random_state=2).reset_index(drop=True))
+    sizes = Counter(df["person"].dropna().astype(int).tolist())
+    for c in (1, 2, 3, 7, 25):
+        got = kept_per_unit(engine, bound(engine, c=c))
+        assert got == {p: min(c, n) for p, n in sizes.items()}, c
+
+
+def test_indexed_bound_is_deterministic_given_salt_and_independent_of_row_order(engine: Engine) -> None:
+    df = sized_units({4: 30, 9: 30})
+    dup = pd.DataFrame({"person": [999] * 6, "label": [1, 1, 1, 2, 2, 3], "size": [6] * 6})  # identical rows
+    df = pd.concat([df, dup], ignore_index=True)
+    indexed(engine, df, "t")
+    indexed(engine, df.sample(frac=1.0, random_state=9).reset_index(drop=True), "shuffled")
+    indexed(engine, pa.Table.from_pandas(df.iloc[::-1], preserve_index=False), "reversed")
+    salt = random_bytes(32)
+    views = [
+        engine.bounded_rows(name, unit_column="person", max_rows_per_unit=2, salt=salt)
+        for name in ("t", "t", "shuffled", "reversed")
+    ]
+    first = selections(engine, views[0])
+    assert all(selections(engine, v) == first for v in views[1:])
+    assert len(first[999]) == 2
+    assert selections(engine, bound(engine, c=2)) != first  # a new salt, a new choice
+
+
+def test_indexed_bound_keeps_cyclic_windows_of_one_order(engine: Engine) -> None:
+    n, c = 6, 2
+    indexed(engine, sized_units({n: 40}))
+    windows: dict[int, set[tuple[int, ...]]] = {}
+    for _ in range(60):
+        with engine.release_scope():
+            for person, labels in selections(engine, bound(engine, c=c)).items():
+                windows.setdefault(person, set()).add(labels)
+    for person, seen in windows.items():
+        # n windows of C consecutive positions at most (not all C(n, C) = 15 subsets); every row in C of them.
+        assert len(seen) <= n, person
+        assert all(sum(label in w for w in seen) <= c for label in range(n)), person
+
+
+def inclusion_counts(engine: Engine, sizes: dict[int, int], c: int, salts: list[bytes]) -> dict[int, np.ndarray]:
+    """Per unit size n: for each unit of that size, how often its row with label 0 was kept."""
+    counts: Counter[int] = Counter()
+    for salt in salts:
+        with engine.release_scope():
+            view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=c, salt=salt)
+            got = engine.collect(view, columns=["person", "label"])
+        counts.update(p for p, lab in zip(got["person"].tolist(), got["label"].tolist(), strict=True) if lab == 0)
+    frame = sized_units(sizes)
+    size_of = frame.groupby("person")["size"].first()
+    out: dict[int, list[int]] = {}
+    for person, n in size_of.items():
+        out.setdefault(int(n), []).append(counts.get(int(person), 0))
+    return {n: np.array(v, dtype=np.int64) for n, v in out.items()}
+
+
+def binomial_pvalue(samples: np.ndarray, trials: int, p: float) -> float:
+    return chi_square_pvalue(samples, lambda k: stats.binom.pmf(k, trials, p), 0, trials)
+
+
+@pytest.mark.statistical
+def test_each_row_is_kept_with_probability_c_over_n_across_salts(engine: Engine) -> None:
+    """Per unit, one designated row's inclusion count over S fresh salts is Binomial(S, C / n_u).
+
+    Units are independent, so the counts of one size form a sample of that binomial: a chi-square
+    goodness-of-fit test with bins of >= 20 expected draws and the 1e-10 threshold. Power: the same
+    test rejects a rule that keeps a fixed subset per unit whatever the salt ("the first C rows" of
+    a fixed order), here the engine itself run with one salt repeated.
+    """
+    sizes, c, trials = {3: 150, 4: 150, 7: 150, 12: 150}, 2, 48
+    indexed(engine, sized_units(sizes).sample(frac=1.0, random_state=4))
+    fresh = inclusion_counts(engine, sizes, c, [random_bytes(32) for _ in range(trials)])
+    repeated = inclusion_counts(engine, sizes, c, [random_bytes(32)] * trials)
+    for n, counts in fresh.items():
+        assert binomial_pvalue(counts, trials, c / n) > P_THRESHOLD, n
+        assert binomial_pvalue(repeated[n], trials, c / n) < P_THRESHOLD, n
+        # A marginal off by 30 % fails too.
+        assert binomial_pvalue(counts, trials, min(1.0, 1.3 * c / n)) < P_THRESHOLD, n
+
+
+def test_first_c_rows_is_rejected_by_the_inclusion_test() -> None:
+    """The rule "keep the C first rows of each unit" (by label) gives counts 0 or S: far from binomial."""
+    trials, c, n = 48, 2, 7
+    first_rows = np.array([trials] * 75 + [0] * 75, dtype=np.int64)  # label 0 is first in some units, not others
+    assert binomial_pvalue(first_rows, trials, c / n) < P_THRESHOLD
+    rng = np.random.default_rng(3)
+    assert binomial_pvalue(rng.binomial(trials, c / n, 150), trials, c / n) > P_THRESHOLD
+
+
+# -- what falls back to the windowed bound -----------------------------------------------------------
+
+
+def test_filters_group_caps_and_other_unit_columns_still_bound_correctly(engine: Engine) -> None:
+    df = sized_units({5: 20, 8: 20})
+    df["region"] = np.where(df["label"] % 2 == 0, "even", "odd")
+    df["other"] = df["person"] // 2
+    indexed(engine, df)
+    filtered = engine.bounded_rows(
+        "t", unit_column="person", max_rows_per_unit=2, salt=random_bytes(32), where=[predicate("region", "==", "odd")]
+    )
+    odd = Counter(df[df["region"] == "odd"]["person"].tolist())
+    assert kept_per_unit(engine, filtered) == {p: min(2, k) for p, k in odd.items()}
+    capped = bound(engine, c=3, group_column="region", max_groups_per_unit=1)
+    got = engine.collect(capped, columns=["person", "region"])
+    by_unit: dict[int, set[str]] = {}
+    for p, r in zip(got["person"].tolist(), got["region"].tolist(), strict=True):
+        by_unit.setdefault(p, set()).add(r)
+    assert all(len(rs) == 1 for rs in by_unit.values()) and len(by_unit) == 40
+    other = engine.bounded_rows("t", unit_column="other", max_rows_per_unit=4, salt=random_bytes(32))
+    assert set(Counter(engine.collect(other, columns=["other"])["other"].tolist()).values()) == {4}
+
+
+# -- hidden columns ----------------------------------------------------------------------------------
+
+
+def test_hidden_columns_never_show(engine: Engine) -> None:
+    engine.register("t", people())
+    info = engine.table_info("t")
+    print_before = engine.fingerprint("t", KEY)
+    quality_before = engine.data_quality("t", list(info.column_names))
+    engine.index_units("t", unit_column="person", key=KEY)
+    assert engine.table_info("t") == info
+    assert engine.fingerprint("t", KEY) == print_before
+    assert engine.data_quality("t", list(info.column_names)) == quality_before
+    view = bound(engine)
+    assert view.schema == info
+    everything = engine.collect(view, columns=list(info.column_names))
+    assert set(everything) == set(info.column_names)
+    for hidden in HIDDEN:
+        with pytest.raises(UnknownColumn) as err:
+            engine.collect(view, columns=[hidden])
+        assert SECRET not in str(err.value)
+        with pytest.raises(UnknownColumn):
+            engine.data_quality("t", [hidden])
+        with pytest.raises(UnknownColumn):
+            engine.group_aggregates(
+                view, group_column=None, keys=None, aggregates=[clipped_sum(hidden, low=0, high=9, grid_exponent=0)]
+            )
+        with pytest.raises(UnknownColumn):
+            engine.group_aggregates(view, group_column=hidden, keys=None, aggregates=[count_rows()])
+        with pytest.raises(UnknownColumn):
+            engine.apply_policies("t", drop_missing=[hidden])
+        with pytest.raises(UnknownColumn):
+            engine.bounded_rows("t", unit_column=hidden, max_rows_per_unit=1, salt=random_bytes(32))
+
+
+def test_index_units_argument_errors(engine: Engine) -> None:
+    engine.register("t", people())
+    with pytest.raises(UnknownTable):
+        engine.index_units("nope", unit_column="person", key=KEY)
+    with pytest.raises(UnknownColumn):
+        engine.index_units("t", unit_column="persn", key=KEY)
+    for key in (b"short", "0123456789abcdef0123", None):
+        with pytest.raises(UsageError, match="at least 16 secret bytes"):
+            engine.index_units("t", unit_column="person", key=key)  # type: ignore[arg-type]
+
+
+# -- index lifetime ----------------------------------------------------------------------------------
+
+
+def test_policies_drop_the_index_and_the_bound_stays_exact(engine: Engine) -> None:
+    df = sized_units({4: 10, 6: 10})
+    df["x"] = np.where(df["label"] == 0, np.nan, 1.0)  # every unit loses one row to the policy
+    indexed(engine, df)
+    before = bound(engine, c=3)
+    engine.apply_policies("t", drop_missing=["x"], drop_nonfinite=["x"])
+    with pytest.raises(UnknownTable, match="snapshot replaced"):
+        engine.collect(before, columns=["person"])  # a view never mixes two snapshots
+    assert engine.table_info("t").column_names == ("person", "label", "size", "x")
+    sizes = Counter(df[df["label"] != 0]["person"].tolist())
+    for c in (2, 3, 5):
+        assert kept_per_unit(engine, bound(engine, c=c)) == {p: min(c, n) for p, n in sizes.items()}
+    engine.index_units("t", unit_column="person", key=random_bytes(32))  # the release system indexes again
+    assert kept_per_unit(engine, bound(engine, c=3)) == {p: min(3, n) for p, n in sizes.items()}
+    for column in HIDDEN:
+        with pytest.raises(UnknownColumn):
+            engine.collect(bound(engine), columns=[column])
+
+
+def test_reindexing_and_forgetting(engine: Engine) -> None:
+    df = sized_units({3: 10, 5: 10})
+    df["pair"] = df["person"] // 2
+    indexed(engine, df)
+    view = bound(engine, c=1)
+    engine.index_units("t", unit_column="pair", key=KEY)  # replaces the index on 'person'
+    with pytest.raises(UnknownTable):
+        engine.collect(view, columns=["person"])
+    pairs = engine.bounded_rows("t", unit_column="pair", max_rows_per_unit=2, salt=random_bytes(32))
+    assert set(Counter(engine.collect(pairs, columns=["pair"])["pair"].tolist()).values()) == {2}
+    by_person = bound(engine, c=2)  # no longer indexed on 'person': still exact
+    assert set(kept_per_unit(engine, by_person).values()) == {2}
+    engine.forget("t")
+    engine.register("t", people())  # the same name, new data, no index
+    assert set(kept_per_unit(engine, bound(engine, c=1)).values()) == {1}
+
+
+def test_selections_are_temporary(engine: Engine) -> None:
+    indexed(engine, people())
+    with engine.release_scope():
+        views = [bound(engine), bound(engine, c=1)]
+        assert len(engine.temporary_names()) == 2
+    assert engine.temporary_names() == []
+    with pytest.raises(UnknownTable):
+        engine.collect(views[0], columns=["person"])
+    view = bound(engine)
+    engine.drop(view)
+    engine.drop(view)
+    assert engine.temporary_names() == []
+
+
+def test_aggregates_on_an_indexed_bound_match_the_kept_rows(engine: Engine) -> None:
+    rng = np.random.default_rng(8)
+    n = 3000
+    df = pd.DataFrame(
+        {
+            "person": rng.integers(0, 400, n),
+            "region": rng.choice(["a", "b", "c"], n),
+            "hours": np.round(rng.uniform(-5, 30, n), 2),
+        }
+    )
+    indexed(engine, df)
+    view = bound(engine, c=3)
+    kept = engine.collect(view, columns=["person", "region", "hours"])
+    spec = clipped_sum("hours", low=0, high=24, grid_exponent=-10)
+    rows = engine.group_aggregates(
+        view, group_column="region", keys=["a", "b", "c", "z"], aggregates=[count_rows(), spec]
+    )
+    for row in rows:
+        mask = kept["region"] == row.key
+        assert row.counts["count_rows"] == int(mask.sum())
+        clipped = np.clip(kept["hours"][mask], 0, 24)
+        assert row.sums["sum_hours"].units == int(np.sum(np.round(clipped * 1024).astype(np.int64)))
+    assert engine.data_quality("t", ["hours"]) == {"hours": ColumnQuality(0, 0, 0)}

@@ -1,0 +1,116 @@
+"""DuckDB specifics of the unit index: secrets stay out of SQL text, the catalog and views; storage."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pytest
+
+from dpsense.core.errors import UsageError
+from dpsense.engine import DuckDBEngine, _sql, _sql_index, count_rows
+from dpsense.noise.entropy import random_bytes
+
+MASK = (1 << 64) - 1
+
+
+def frame() -> pd.DataFrame:
+    return pd.DataFrame({"person": [3, 1, 2, 1, 3, 3, 2], "hours": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]})
+
+
+def murmur_finaliser(x: int) -> int:
+    for _ in range(2):
+        x ^= x >> 32
+        x = (x * 0xD6E8FEB86659FD93) & MASK
+    return x ^ (x >> 32)
+
+
+def test_duckdb_hash_of_an_integer_is_the_bijective_murmur_finaliser() -> None:
+    """The rotation's uniformity argument needs the mixer to be a bijection of 64-bit integers."""
+    con = duckdb.connect()
+    for value in (0, 1, 2, 12345, 2**63 + 5, MASK):
+        assert con.execute("SELECT hash(CAST($v AS UBIGINT))", {"v": value}).fetchone() == (murmur_finaliser(value),)
+
+
+def secrets_of(salt: bytes, key: bytes) -> list[str]:
+    derived = [
+        *_sql.derived_keys(key, "index", _sql_index.INDEX_KEYS).values(),
+        *_sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,)).values(),
+    ]
+    return [salt.hex(), key.hex(), *(str(v) for v in derived), *(format(v, "x") for v in derived)]
+
+
+def test_no_secret_reaches_sql_text_the_catalog_or_the_view() -> None:
+    salt, key = random_bytes(32), random_bytes(32)
+    con = duckdb.connect()
+    with DuckDBEngine(connection=con) as e:
+        e.register("t", frame())
+        e.index_units("t", unit_column="person", key=key)
+        view = e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=salt)
+        selection = e._selections[view.name]
+        secrets = secrets_of(salt, key)
+        catalog = con.execute("SELECT coalesce(sql, '') FROM duckdb_tables() UNION ALL SELECT sql FROM duckdb_views()")
+        text = " ".join(str(r[0]) for r in catalog.fetchall()) + selection.sql + repr(view)
+        assert "$rot_k" in selection.sql and "__dps_pos" in selection.sql
+        assert not any(s in text for s in secrets)
+        # Only the derived key is held, never the salt, and only until the view goes.
+        assert salt not in selection.params.values() and salt.hex() not in repr(selection.params)
+        assert set(selection.params) == {_sql_index.ROTATION_KEY, _sql_index.ROTATION_ROWS}
+        e.drop(view)
+        assert e._selections == {}
+
+
+def test_the_indexed_path_makes_no_table_and_the_windowed_path_does() -> None:
+    con = duckdb.connect()
+    with DuckDBEngine(connection=con) as e:
+        e.register("t", frame())
+        tables = "SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_tmp_')"
+        e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        assert con.execute(tables).fetchone() == (1,)
+        e.index_units("t", unit_column="person", key=random_bytes(32))
+        assert e._indexes == {"t": "person"}
+        view = e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        assert con.execute(tables).fetchone() == (1,) and view.name in e._selections
+        e.apply_policies("t", drop_missing=["hours"])
+        assert e._indexes == {}
+        view = e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        assert view.name not in e._selections and con.execute(tables).fetchone() == (2,)
+
+
+def test_index_snapshot_is_stored_by_unit_and_leaves_a_table_registered_by_name() -> None:
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE events AS SELECT * FROM (VALUES (3, 1.0), (1, 2.0), (NULL, 9.0), (3, 5.0), (2, 3.0)) v(p, x)"
+    )
+    before = con.execute("SELECT * FROM events").fetchall()
+    with DuckDBEngine(connection=con) as e:
+        e.register("ev", "events")
+        e.index_units("ev", unit_column="p", key=random_bytes(16))
+        relation = e._tables["ev"][0]
+        stored = con.execute(f"SELECT p, __dps_pos, __dps_n FROM {relation}").fetchall()
+        assert [r[0] for r in stored] == [1, 2, 3, 3, None]
+        assert stored[-1] == (None, None, None)
+        assert sorted(r[1] for r in stored if r[0] == 3) == [0, 1] and {r[2] for r in stored if r[0] == 3} == {2}
+        assert con.execute("SELECT * FROM events").fetchall() == before
+        e.forget("ev")
+        copies = con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_src_')")
+        assert copies.fetchone() == (0,)
+    assert con.execute("SELECT * FROM events").fetchall() == before
+
+
+def test_index_sql_carries_keys_as_parameters_only() -> None:
+    sql = _sql_index.unit_index_query('"t"', ["person", "x"], unit_column="person")
+    assert "$ik1" in sql and "$ik2" in sql and "ORDER BY" in sql
+    assert _sql_index.rotation_condition().endswith("< $rot_c") and "$rot_k" in _sql_index.rotation_condition()
+
+
+def test_checked_public_keys_are_remembered_but_never_wrongly() -> None:
+    with DuckDBEngine() as e:
+        e.register("t", pd.DataFrame({"person": range(6), "g": [1, 2, 3, 1, 2, 3]}))
+        view = e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        for _ in range(2):
+            rows = e.group_aggregates(view, group_column="g", keys=[1, 2, 3], aggregates=[count_rows()])
+            assert [r.counts["count_rows"] for r in rows] == [2, 2, 2]
+        assert len(e._checked_keys) == 1
+        for bad in ([1.0, 2.0, 3.0], [True, 2, 3], [1, 1, 3]):
+            with pytest.raises(UsageError):
+                e.group_aggregates(view, group_column="g", keys=bad, aggregates=[count_rows()])
