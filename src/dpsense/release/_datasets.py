@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from dpsense.core.adjacency import Adjacency
@@ -22,6 +23,7 @@ from dpsense.core.errors import UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
 from dpsense.engine import Engine
 from dpsense.ledger import Ledger
+from dpsense.noise.entropy import random_bytes
 from dpsense.query import Query, Schema
 from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
@@ -42,9 +44,9 @@ class Dataset:
     table: str
     linked: bool = False
 
-    @property
+    @cached_property
     def schema(self) -> Schema:
-        """The public schema queries are checked against."""
+        """The public schema queries are checked against (built once per handle)."""
         return self.profile.schema()
 
     def query(self) -> Query:
@@ -111,7 +113,7 @@ def register(
             stored = ledger.profile(existing, existing_snapshot) if existing_snapshot else None
             if stored is not None:
                 linked = Dataset(existing, stored.snapshot, Profile.from_json(stored.profile), staging, linked=True)
-                apply_policies(engine, staging, linked.profile)
+                prepare(engine, staging, linked.profile)
                 return linked
         if name in ledger.dataset_names():
             if snapshot in ledger.snapshots(name):
@@ -123,7 +125,7 @@ def register(
         else:
             ledger.register_dataset(name, budget=budget, fingerprint=fingerprint)
         ledger.save_profile(name, snapshot=snapshot, fingerprint=fingerprint, profile=profile.to_json())
-        apply_policies(engine, staging, profile)
+        prepare(engine, staging, profile)
         return Dataset(name, snapshot, profile, staging)
     except BaseException:
         engine.forget(staging)
@@ -150,8 +152,14 @@ def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, 
             stored.snapshot,
             "register the changed data as a new snapshot: register_dataset(..., snapshot='<new name>')",
         )
-    apply_policies(engine, dataset.table, profile)
+    prepare(engine, dataset.table, profile)
     return dataset
+
+
+def prepare(engine: Engine, table: str, profile: Profile) -> None:
+    """Apply the data policies, then index the snapshot on its privacy unit (a secret order per process)."""
+    apply_policies(engine, table, profile)
+    engine.index_units(table, unit_column=profile.unit, key=random_bytes(32))
 
 
 def apply_policies(engine: Engine, table: str, profile: Profile) -> None:

@@ -41,6 +41,7 @@ from dpsense.engine import (
     GroupRow,
     Predicate,
     clipped_sum,
+    count_present,
     count_rows,
     count_units,
     predicate,
@@ -169,6 +170,7 @@ def execute(
     keys = None if public_keys is None else [engine_key(k) for k in public_keys]
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
     runner = _Runner(engine, table, unit_column, salt, where, group_column, keys, ir.max_groups_per_unit, plan)
+    runner.prefetch(ir)
     outputs: list[Output] = []
     realised: list[PrivacyLoss] = []
     for agg in ir.aggregates:
@@ -202,6 +204,41 @@ class _Runner:
         self.engine, self.table, self.unit, self.salt, self.where = engine, table, unit, salt, where
         self.group_column, self.keys, self.max_groups, self.plan = group_column, keys, max_groups, plan
         self.views: dict[tuple[int, str | None], BoundedView] = {}
+        self.fetched: dict[int, list[GroupRow]] = {}
+
+    def prefetch(self, ir: QueryIR) -> None:
+        """One ``group_aggregates`` call per bounded view for every additive statistic (one scan, not k)."""
+        wanted: dict[int, list[Any]] = {}
+        for agg in ir.aggregates:
+            steps = [s for s in self.plan.steps if s.output == agg.name]
+            specs = self._additive_specs(agg, steps)
+            if specs is not None:
+                wanted.setdefault(specs[0], []).extend(specs[1])
+        for rows, aggregates in wanted.items():
+            self.fetched[rows] = self._groups(self.view(rows), aggregates)
+
+    def _additive_specs(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
+        kind = agg.kind
+        if kind is AggregateKind.COUNT_UNITS:
+            return (_ALL_ROWS if self.group_column is not None else 1), [count_units(f"{agg.name}|n")]
+        if kind in (AggregateKind.COUNT, AggregateKind.HISTOGRAM):
+            return self._rows(steps[0]), [count_rows(f"{agg.name}|n")]
+        if kind in (AggregateKind.SUM, AggregateKind.MEAN):
+            low, high = agg.bounds[0]
+            column = agg.columns[0]
+            grid = _grid(low, high)
+            spec = clipped_sum(column, low=float(low), high=float(high), grid_exponent=grid, name=f"{agg.name}|s")
+            if kind is AggregateKind.SUM:
+                return self._rows(steps[0]), [spec]
+            # the mean's denominator counts the rows whose value is present, as the clipped sum does
+            return self._rows(steps[0]), [spec, count_present(column, f"{agg.name}|n")]
+        return None
+
+    def _fetched(self, agg: AggregateIR, steps: list[PlanStep]) -> list[GroupRow]:
+        specs = self._additive_specs(agg, steps)
+        if specs is None or specs[0] not in self.fetched:
+            raise InternalError(f"no prefetched aggregates for {agg.name!r}")
+        return self.fetched[specs[0]]
 
     def view(self, rows: int, group_column: str | None = None) -> BoundedView:
         group_column = group_column or self.group_column
@@ -241,14 +278,8 @@ class _Runner:
         return step.max_rows_per_unit
 
     def _count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        if agg.kind is AggregateKind.HISTOGRAM:  # released alone: the runner groups by its column
-            rows = self._groups(self.view(self._rows(step)), [count_rows("n")])
-        elif agg.kind is AggregateKind.COUNT_UNITS:
-            view = self.view(_ALL_ROWS if self.group_column is not None else 1)
-            rows = self._groups(view, [count_units("n")])
-        else:
-            rows = self._groups(self.view(self._rows(step)), [count_rows("n")])
-        counts = np.array([r.counts["n"] for r in rows], dtype=np.int64)
+        rows = self._fetched(agg, [step])  # a histogram is released alone: the runner groups by its column
+        counts = np.array([r.counts[f"{agg.name}|n"] for r in rows], dtype=np.int64)
         result = additive_noise(step, counts)
         values = [max(0, round(float(v))) for v in np.atleast_1d(result.value)]
         error = _error(result, len(values))
@@ -261,25 +292,22 @@ class _Runner:
         return self.engine.group_aggregates(view, group_column=self.group_column, keys=self.keys, aggregates=aggregates)
 
     def _sum(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        low, high = agg.bounds[0]
-        spec = clipped_sum(agg.columns[0], low=float(low), high=float(high), grid_exponent=_grid(low, high), name="s")
-        rows = self._groups(self.view(self._rows(step)), [spec])
-        sums = np.array([float(r.sums["s"].value) for r in rows], dtype=np.float64)
+        rows = self._fetched(agg, [step])
+        sums = np.array([float(r.sums[f"{agg.name}|s"].value) for r in rows], dtype=np.float64)
         result = additive_noise(step, sums)
         values = [float(v) for v in np.atleast_1d(result.value)]
         return Output(agg.name, values, _error(result, len(values)), _accuracy_note(result)), [result.loss]
 
     def _mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         low, high = agg.bounds[0]
-        column = agg.columns[0]
-        spec = clipped_sum(column, low=float(low), high=float(high), grid_exponent=_grid(low, high), name="s")
         by_part = {s.part: s for s in steps}
         clamp = f"clamped to the public bounds [{float(low):g}, {float(high):g}]"
         total, count = by_part[StepPart.CENTERED_SUM], by_part[StepPart.COUNT]
-        rows = self._groups(self.view(self._rows(total)), [spec, count_rows("n")])
+        rows = self._fetched(agg, steps)
+        s_name, n_name = f"{agg.name}|s", f"{agg.name}|n"
         mid = (low + high) / 2
-        centered = np.array([float(r.sums["s"].value - mid * r.counts["n"]) for r in rows], dtype=np.float64)
-        counts = np.array([r.counts["n"] for r in rows], dtype=np.float64)
+        centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
+        counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
         beta = 1 - CONFIDENCE
         noisy_sum = additive_noise(total, centered, confidence=1 - beta / 2)
         noisy_count = additive_noise(count, counts, confidence=1 - beta / 2)
