@@ -41,6 +41,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/accuracy.py
 	$(BIN)/python benchmarks/ledger.py
 	$(BIN)/python benchmarks/release.py
+	$(BIN)/python benchmarks/spark.py
+	$(BIN)/python benchmarks/service_load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build

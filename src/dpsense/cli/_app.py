@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -389,6 +390,25 @@ def verify_log(
             print_error(io.err, f"audit log broken at entry {report.first_broken_seq}: {report.reason}")
         if not report.ok:
             raise typer.Exit(1)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+)
+def serve(ctx: typer.Context) -> None:
+    """Run the HTTP release service (needs dpsense[service]); `dpsense serve --help` lists its options."""
+    try:
+        from dpsense.service.cli import main as service_main
+    except ModuleNotFoundError as exc:
+        raise typer.Exit(_missing_service(exc)) from None
+    raise typer.Exit(service_main(["serve", *ctx.args]))
+
+
+def _missing_service(exc: ModuleNotFoundError) -> int:
+    print(
+        f"dpsense serve needs the service extra (missing {exc.name}): pip install 'dpsense[service]'", file=sys.stderr
+    )
+    return 2
 
 
 @app.command()

@@ -18,6 +18,7 @@ from dpsense.ledger._ledger import Ledger
 from dpsense.ledger._partitions import PartitionSpec
 from dpsense.ledger._profiles import DatasetProfile
 from dpsense.ledger._secrets import keyed_fingerprint
+from dpsense.ledger._service import SpendPoint, TokenIdentity, TokenInfo
 from dpsense.ledger._states import ChargeState
 from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
 
@@ -32,6 +33,9 @@ __all__ = [
     "ReleaseRecord",
     "Reservation",
     "Scope",
+    "SpendPoint",
     "StoredRelease",
+    "TokenIdentity",
+    "TokenInfo",
     "keyed_fingerprint",
 ]

@@ -68,6 +68,7 @@ from dpsense.ledger._rows import (
     stored,
 )
 from dpsense.ledger._rows import dataset_id as dataset_id_of
+from dpsense.ledger._service import ServiceOps
 from dpsense.ledger._states import OPEN_STATES, ChargeState, check_transition
 from dpsense.ledger._steward import StewardOps, _iso
 from dpsense.ledger._types import (
@@ -82,7 +83,7 @@ from dpsense.ledger._types import (
 from dpsense.ledger._writes import insert_charge, refund, store_release
 
 
-class Ledger(StewardOps, ProfileOps):
+class Ledger(StewardOps, ProfileOps, ServiceOps):
     """A persistent, atomic privacy-budget ledger over SQLite or PostgreSQL."""
 
     def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.time) -> None:

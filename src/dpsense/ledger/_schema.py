@@ -28,6 +28,10 @@ Version 4 adds ``dataset_profiles``: the public profile the steward registers wi
 kinds, declared bounds and keys, the privacy unit and adjacency, the per-column data policies and the
 privacy policy record), one row per (dataset, snapshot version). It holds no data values and no counts.
 
+Version 5 adds ``api_tokens`` for the release service (``_service``): one row per API token with its
+public id, analyst, role, a random salt and ``sha256(salt || secret)``; the token itself is never
+stored. ``revoked_at`` is set when the steward revokes it.
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -202,6 +206,24 @@ MIGRATIONS += (
                 profile TEXT NOT NULL,
                 created_at {real} NOT NULL,
                 UNIQUE (dataset_id, snapshot))""",
+        ),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        5,
+        "API tokens of the release service, stored as salted hashes",
+        (
+            """CREATE TABLE api_tokens (
+                id {id},
+                token_id TEXT NOT NULL UNIQUE,
+                analyst TEXT NOT NULL REFERENCES analysts(name),
+                role TEXT NOT NULL CHECK (role IN ('analyst', 'steward')),
+                salt {blob} NOT NULL,
+                token_hash TEXT NOT NULL,
+                created_at {real} NOT NULL,
+                revoked_at {real})""",
         ),
     ),
 )

@@ -54,6 +54,12 @@ class Scope:
 def _name(value: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise UsageError(f"a {what} name must be a non-empty string", value, f"pass the {what}'s name")
+    if "\x00" in value or (not value.isprintable() and any(ord(c) < 32 for c in value)):
+        raise UsageError(f"a {what} name may not contain control characters", repr(value), "use printable text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"a {what} name must be valid Unicode text", repr(value), "use printable text") from None
     return value
 
 

@@ -1,0 +1,353 @@
+"""``create_app``: the FastAPI application, its authentication and the analyst's routes.
+
+Every route that reads the ledger or data runs on a worker thread through the caller's ``Session``
+(``_workers``): releases are ``Session.release`` / ``Session.sql``, previews ``Session.preview``,
+listings ``Session.history`` (an analyst sees their own releases only). There is no other route to
+a value. The steward's routes and the dashboard are in ``_steward``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar, cast
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import ValidationError
+
+from dpsense._version import __version__
+from dpsense.core.errors import UsageError
+from dpsense.ledger import Scope, TokenIdentity
+from dpsense.release import Dataset, Session
+from dpsense.service import _errors
+from dpsense.service._errors import ApiError, unauthorized, validation_document
+from dpsense.service._guard import Guard
+from dpsense.service._models import (
+    BudgetsOut,
+    DatasetOut,
+    DatasetsOut,
+    PreviewOut,
+    ReleaseOut,
+    ReleasesOut,
+    StoredReleaseOut,
+    WhoAmIOut,
+)
+from dpsense.service._render import budget_doc, dataset_doc, loss_doc, release_doc, stored_doc
+from dpsense.service._spec import Name, ReleaseBody, SqlBody
+from dpsense.service._workers import ServiceConfig, Worker, Workers
+
+T = TypeVar("T")
+
+#: The release routes: their responses, answers and refusals alike, are padded (``_guard``).
+RELEASE_ROUTES = frozenset({("POST", "/v1/releases"), ("POST", "/v1/releases/yaml"), ("POST", "/v1/sql")})
+#: Error responses every authenticated route may give (documented in the OpenAPI schema).
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "bad input: the rule, the value and the fix"},
+    401: {"description": "no token, or a token that is not valid"},
+    404: {"description": "no such dataset or release (another analyst's release is not found either)"},
+    409: {"description": "a budget cannot cover the request (nothing charged), or the key's release failed"},
+    422: {"description": "a malformed body, or an idempotency key reused for another request"},
+}
+_bearer = HTTPBearer(auto_error=False, scheme_name="token", description="An API token from the data steward.")
+
+
+@dataclass(frozen=True)
+class Service:
+    """The application's state: its configuration and worker pool."""
+
+    config: ServiceConfig
+    workers: Workers
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request: who asks, and a way to run work with their Session."""
+
+    service: Service
+    identity: TokenIdentity
+
+    async def run(self, work: Callable[[Session], T]) -> T:
+        """Run ``work`` with the caller's Session on a worker thread."""
+        identity, generation = self.identity, self.service.workers.generation
+        return await self.service.workers.run(lambda worker: work(worker.session(identity, generation)))
+
+    async def run_worker(self, work: Callable[[Worker], T]) -> T:
+        """Run ``work`` with the worker itself (its ledger connection) on a worker thread."""
+        return await self.service.workers.run(work)
+
+
+def service_of(request: Request) -> Service:
+    """The ``Service`` of the application that serves ``request``."""
+    return cast(Service, request.app.state.service)
+
+
+async def verify(service: Service, token: str) -> TokenIdentity | None:
+    """The identity behind ``token`` (checked against the salted hash in the ledger)."""
+    return await service.workers.run(lambda worker: worker.ledger.verify_token(token))
+
+
+async def authenticated(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
+    """The caller of a ``/v1/`` route; 401 without a valid token."""
+    service = service_of(request)
+    if credentials is None or not credentials.credentials:
+        raise unauthorized()
+    identity = await verify(service, credentials.credentials)
+    if identity is None:
+        raise unauthorized("the API token is not valid (unknown, wrong or revoked)")
+    return Caller(service, identity)
+
+
+CallerDep = Annotated[Caller, Depends(authenticated)]
+IdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[\x21-\x7e]+$",
+        description="The request's id (scoped to you): a retry with the same key returns the same release, "
+        "charged once.",
+    ),
+]
+
+router = APIRouter()
+
+
+@router.get("/healthz", include_in_schema=False)
+async def healthz() -> dict[str, str]:
+    """Liveness (no ledger access)."""
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/v1/whoami", response_model=WhoAmIOut, responses=ERRORS)
+async def whoami(caller: CallerDep) -> dict[str, Any]:
+    """Who the token speaks for."""
+    return {"analyst": caller.identity.analyst, "role": caller.identity.role}
+
+
+@router.get("/v1/datasets", response_model=DatasetsOut, responses=ERRORS)
+async def list_datasets(caller: CallerDep) -> dict[str, Any]:
+    """Every registered dataset with its public schema (declared kinds, bounds, keys; no data)."""
+
+    def work(worker: Worker) -> dict[str, Any]:
+        out = []
+        for name in worker.ledger.dataset_names():
+            stored = worker.ledger.profile(name)
+            out.append(dataset_doc(name, stored.snapshot, stored.profile))
+        return {"datasets": out}
+
+    return await caller.run_worker(work)
+
+
+@router.get("/v1/datasets/{dataset}", response_model=DatasetOut, responses=ERRORS)
+async def get_dataset(dataset: Name, caller: CallerDep) -> dict[str, Any]:
+    """One dataset's public schema."""
+
+    def work(worker: Worker) -> dict[str, Any]:
+        stored = worker.ledger.profile(dataset)
+        return dataset_doc(dataset, stored.snapshot, stored.profile)
+
+    return await caller.run_worker(work)
+
+
+@router.get("/v1/datasets/{dataset}/budget", response_model=BudgetsOut, responses=ERRORS)
+async def get_budget(dataset: Name, caller: CallerDep) -> dict[str, Any]:
+    """The dataset's total budget and the caller's own sub-budget (when the steward set one)."""
+    return await caller.run(lambda session: budgets(session, dataset))
+
+
+@router.post("/v1/preview", response_model=PreviewOut, responses=ERRORS)
+async def preview(body: ReleaseBody, caller: CallerDep) -> dict[str, Any]:
+    """The plan a release would run and its cost; nothing is charged and no data is read."""
+    query = body.query()
+
+    def work(session: Session) -> dict[str, Any]:
+        attach(session, body.dataset, body.snapshot)
+        plan = session.preview(query, epsilon=body.epsilon, delta=body.delta, public_n=body.public_n)
+        return preview_doc(session, plan.dataset, plan.requested, plan.explain())
+
+    return await caller.run(work)
+
+
+@router.post("/v1/preview/sql", response_model=PreviewOut, responses=ERRORS)
+async def preview_sql(body: SqlBody, caller: CallerDep) -> dict[str, Any]:
+    """The plan of a SQL question and its cost; nothing is charged and no data is read."""
+
+    def work(session: Session) -> dict[str, Any]:
+        plan = session.preview_sql(body.sql, epsilon=body.epsilon, delta=body.delta)
+        return preview_doc(session, plan.dataset, plan.requested, plan.explain())
+
+    return await caller.run(work)
+
+
+@router.post("/v1/releases", response_model=ReleaseOut, responses=ERRORS)
+async def release(body: ReleaseBody, caller: CallerDep, key: IdempotencyKey) -> dict[str, Any]:
+    """Release a query (the CLI's release spec as JSON, without ``source`` and ``request_id``)."""
+    return await _release(body, caller, key)
+
+
+@router.post(
+    "/v1/releases/yaml",
+    response_model=ReleaseOut,
+    responses=ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "A release spec as YAML (the CLI's format, without source and request_id).",
+            "content": {"application/yaml": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def release_yaml(request: Request, caller: CallerDep, key: IdempotencyKey) -> dict[str, Any]:
+    """Release a query written as a YAML release spec."""
+    data = load_yaml(await request.body())
+    try:
+        body = ReleaseBody.model_validate(data)
+    except ValidationError as exc:
+        document = validation_document(exc.errors(include_url=False))
+        raise ApiError(422, "invalid_body", document["error"]["message"], fix="see the release spec format") from None
+    return await _release(body, caller, key)
+
+
+@router.post("/v1/sql", response_model=ReleaseOut, responses=ERRORS)
+async def release_sql(body: SqlBody, caller: CallerDep, key: IdempotencyKey) -> dict[str, Any]:
+    """Release a SQL question (the DP subset); rewrites of one question share one stored release."""
+
+    def work(session: Session) -> dict[str, Any]:
+        result = session.sql(body.sql, epsilon=body.epsilon, delta=body.delta, request_id=key, family=body.family)
+        return release_doc(result) | {"budget": budgets(session, result.record.dataset)}
+
+    return await caller.run(work)
+
+
+@router.get("/v1/releases", response_model=ReleasesOut, responses=ERRORS)
+async def list_releases(caller: CallerDep, dataset: Name | None = None) -> dict[str, Any]:
+    """Stored releases, oldest first: an analyst sees their own, the steward every one."""
+
+    def work(session: Session) -> dict[str, Any]:
+        names = [dataset] if dataset is not None else session.datasets()
+        steward = session.role == "steward"
+        found = [stored_doc(r, with_analyst=steward) for name in names for r in session.history(name)]
+        return {"releases": found}
+
+    return await caller.run(work)
+
+
+@router.get("/v1/releases/{release_id}", response_model=StoredReleaseOut, responses=ERRORS)
+async def get_release(release_id: int, caller: CallerDep) -> dict[str, Any]:
+    """One stored release; another analyst's release is 404, as if it did not exist."""
+
+    def work(session: Session) -> dict[str, Any]:
+        steward = session.role == "steward"
+        for name in session.datasets():
+            for record in session.history(name):
+                if record.release_id == release_id:
+                    return stored_doc(record, with_analyst=steward)
+        raise ApiError(404, "not_found", "no release of yours has that id")
+
+    return await caller.run(work)
+
+
+async def _release(body: ReleaseBody, caller: Caller, key: str) -> dict[str, Any]:
+    query = body.query()
+
+    def work(session: Session) -> dict[str, Any]:
+        attach(session, body.dataset, body.snapshot)
+        result = session.release(
+            query, epsilon=body.epsilon, delta=body.delta, public_n=body.public_n, request_id=key, family=body.family
+        )
+        return release_doc(result) | {"budget": budgets(session, result.record.dataset)}
+
+    return await caller.run(work)
+
+
+def attach(session: Session, dataset: str, snapshot: str | None) -> Dataset:
+    """The dataset attached to ``session``; a request for another snapshot than the attached one is refused."""
+    attached = session.dataset(dataset, snapshot=snapshot)
+    if snapshot is not None and attached.snapshot != snapshot:
+        raise UsageError(
+            "the service answers from the dataset's current snapshot",
+            snapshot,
+            f"ask for snapshot {attached.snapshot!r} or leave snapshot out",
+        )
+    return attached
+
+
+def budgets(session: Session, dataset: str) -> dict[str, Any]:
+    """The total budget and the caller's analyst sub-budget (None when there is none)."""
+    total = budget_doc(session.budget(dataset))
+    try:
+        own = budget_doc(session.budget(dataset, Scope.analyst(session.analyst)))
+    except UsageError:
+        own = None
+    return {"total": total, "analyst": own}
+
+
+def preview_doc(session: Session, dataset: str, requested: Any, explain: str) -> dict[str, Any]:
+    """The preview response."""
+    return {
+        "dataset": dataset,
+        "would_charge": loss_doc(requested),
+        "explain": explain,
+        "budget": budgets(session, dataset),
+    }
+
+
+def load_yaml(raw: bytes) -> Any:
+    """A YAML document (anchors and aliases refused: they can multiply a small body's size)."""
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        raise ApiError(415, "yaml_unavailable", "YAML bodies need PyYAML", fix="send JSON to /v1/releases") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("a YAML body must be UTF-8 text", "undecodable bytes", "send UTF-8") from None
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
+                raise UsageError("YAML anchors and aliases are not accepted", "&/*", "write the values out")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise UsageError(f"the body is not valid YAML{where}", "YAML", "fix the YAML syntax") from None
+
+
+def create_app(config: ServiceConfig) -> Guard:
+    """The service as an ASGI application (FastAPI inside ``Guard``); see ``docs/service.md``."""
+    from dpsense.service._steward import dashboard
+    from dpsense.service._steward import router as steward_router
+
+    workers = Workers(config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        workers.close()
+
+    app = FastAPI(
+        title="dpsense release service",
+        version=__version__,
+        description="Differentially private releases over HTTP: every release is charged to the ledger "
+        "before data is read. Authenticate with 'Authorization: Bearer <token>'.",
+        docs_url=None,  # the interactive pages load scripts from a CDN; the schema is at /openapi.json
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.service = Service(config, workers)
+    _errors.install(app)
+    app.include_router(router)
+    app.include_router(steward_router)
+    app.include_router(dashboard)
+    return Guard(
+        app,
+        padded=RELEASE_ROUTES,
+        min_latency_s=config.min_latency_s,
+        latency_quantum_s=config.latency_quantum_s,
+        max_body_bytes=config.max_body_bytes,
+    )

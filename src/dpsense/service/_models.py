@@ -1,0 +1,211 @@
+"""Response models (for the published OpenAPI document) and the steward's request bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, StrictInt
+
+from dpsense.service._spec import Body, Name, Number, Scalar
+
+# -- responses ------------------------------------------------------------------------------------
+
+
+class LossOut(BaseModel):
+    """An exact privacy loss (``"n/d"`` strings) with float approximations for display."""
+
+    kind: str
+    epsilon: str | None = None
+    delta: str | None = None
+    rho: str | None = None
+    approx: list[float]
+
+
+class BudgetOut(BaseModel):
+    """Cap, spend and remainder of one budget scope."""
+
+    dataset: str
+    scope: str
+    mode: str
+    cap: LossOut
+    spent: LossOut
+    remaining: LossOut
+
+
+class BudgetsOut(BaseModel):
+    """The dataset's total budget and, when the steward set one, the caller's own sub-budget."""
+
+    total: BudgetOut
+    analyst: BudgetOut | None = None
+
+
+class ReleaseOut(BaseModel):
+    """A release: noisy values (one row per group), the explain report, what it charged."""
+
+    release_id: int
+    dataset: str
+    snapshot: str | None
+    cached: bool
+    charged: LossOut | None
+    mechanism: str
+    columns: list[str]
+    rows: list[list[Any]]
+    explain: str
+    budget: BudgetsOut
+
+
+class StoredReleaseOut(BaseModel):
+    """A stored release in a listing (``analyst`` is shown to the steward only)."""
+
+    release_id: int
+    dataset: str
+    snapshot: str | None
+    mechanism: str
+    columns: list[str]
+    rows: list[list[Any]]
+    query: Any
+    explain: str
+    analyst: str | None = None
+
+
+class ReleasesOut(BaseModel):
+    """Stored releases, oldest first: an analyst's own, or every one for the steward."""
+
+    releases: list[StoredReleaseOut]
+
+
+class PreviewOut(BaseModel):
+    """The plan a release would run and what it would charge (nothing charged, no data read)."""
+
+    dataset: str
+    would_charge: LossOut
+    explain: str
+    budget: BudgetsOut
+
+
+class DatasetOut(BaseModel):
+    """The public schema of a dataset."""
+
+    name: str
+    snapshot: str
+    privacy_unit: str | None
+    adjacency: str | None
+    columns: dict[str, Any]
+    max_rows_per_unit: int | None
+    max_groups_per_unit: dict[str, int]
+    budget: dict[str, Any] | None
+    policy: dict[str, Any] | None
+
+
+class DatasetsOut(BaseModel):
+    """Every registered dataset with its public schema."""
+
+    datasets: list[DatasetOut]
+
+
+class WhoAmIOut(BaseModel):
+    """Who the token speaks for."""
+
+    analyst: str
+    role: str
+
+
+class TokenOut(BaseModel):
+    """A new API token: shown once, stored by the ledger only as a salted hash."""
+
+    token: str
+    token_id: str
+    analyst: str
+    role: str
+
+
+class AuditOut(BaseModel):
+    """The audit hash chain's status."""
+
+    ok: bool
+    entries: int
+    head_hash: str
+    first_broken_seq: int | None
+    reason: str
+
+
+class RegisteredOut(BaseModel):
+    """A registered (or linked) dataset."""
+
+    dataset: DatasetOut
+    linked: bool
+
+
+class OkOut(BaseModel):
+    """A steward change that was applied."""
+
+    ok: bool
+
+
+# -- steward requests -----------------------------------------------------------------------------
+
+
+class BudgetIn(Body):
+    """A privacy budget (ε, δ); δ = 0 for pure ε-DP."""
+
+    epsilon: Number
+    delta: Number = 0
+
+
+class PolicyIn(Body):
+    """The steward's written privacy policy (every field of ``dpsense.PrivacyPolicy``)."""
+
+    protected: Name
+    population: StrictInt
+    planned_releases: StrictInt
+    release_window: Name
+    delta_rationale: Name
+    per_release_epsilon: Number
+    attacker_knowledge: Name
+    minimum_useful_accuracy: Name
+    approved_by: Name
+    approved_on: Name
+    next_review: Name
+
+
+class RegisterIn(Body):
+    """Register a dataset from a file in the service's data folder (CSV or Parquet)."""
+
+    name: Name
+    source: Name = Field(description="a path relative to the service's --data-dir")
+    privacy_unit: Name
+    adjacency: Literal["add_remove", "replace"] = "add_remove"
+    budget: BudgetIn
+    policy: PolicyIn
+    bounds: dict[Name, tuple[Number, Number]] = Field(default_factory=dict)
+    keys: dict[Name, Annotated[list[Scalar], Field(max_length=10_000)]] = Field(default_factory=dict)
+    kinds: dict[Name, Name] = Field(default_factory=dict)
+    policies: dict[Name, Name] = Field(default_factory=dict)
+    max_rows_per_unit: StrictInt | None = None
+    max_groups_per_unit: dict[Name, StrictInt] = Field(default_factory=dict)
+    snapshot: Name = "v1"
+
+
+class AnalystIn(Body):
+    """An analyst to allow."""
+
+    name: Name
+
+
+class TokenIn(Body):
+    """A token to create for an existing analyst."""
+
+    analyst: Name
+    role: Literal["analyst", "steward"] = "analyst"
+
+
+class SetBudgetIn(Body):
+    """Create or change a budget scope of a dataset: the total, or an analyst/family/period sub-budget."""
+
+    dataset: Name
+    scope: Literal["total", "analyst", "family", "period"]
+    value: Name | None = Field(default=None, description="the analyst or family name")
+    start: StrictInt | None = Field(default=None, description="period start, Unix seconds")
+    end: StrictInt | None = Field(default=None, description="period end (exclusive), Unix seconds")
+    epsilon: Number
+    delta: Number = 0

@@ -1,0 +1,259 @@
+"""The release request the service reads (JSON body or YAML document) and the ``Query`` it asks for.
+
+It is the CLI's release spec (``dpsense release SPEC.yaml``, see ``dpsense.cli._spec``) with two
+fields left out on purpose:
+
+* ``source``: an analyst never names data. The service reads the snapshot the steward registered.
+* ``request_id``: the idempotency key travels in the ``Idempotency-Key`` header of every release.
+
+A CLI spec that carries either is refused with the fix. ``family`` is added (the query family of
+the steward's family sub-budgets). The CLI and the service are independent front ends (the import
+contract forbids one importing the other), so the two models are kept in step by a test
+(``tests/system/service/test_spec_parity.py``) that runs the same documents through both.
+
+Fields are checked here before anything is opened: an unknown field, a field the aggregate kind
+does not use, or a missing one is a 422 naming the field. Values the query layer judges (bounds,
+``q``, an unknown filter operator) are a 400 naming the rule and the fix; what needs the schema or
+the privacy rules is judged by the Session before it charges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
+
+from dpsense.core.errors import UsageError
+from dpsense.query import (
+    Aggregate,
+    AggregateKind,
+    Query,
+    count,
+    count_units,
+    histogram,
+    mean,
+    median,
+    min_distance,
+    quantile,
+    sum,
+    triangle_count,
+    trimmed_mean,
+    variance,
+)
+
+
+def _storable(value: str) -> str:
+    """Refuse text no ledger can store: NUL characters and unpaired surrogates (not UTF-8)."""
+    if "\x00" in value:
+        raise ValueError("text may not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no unpaired surrogates)") from None
+    return value
+
+
+#: Text a request may carry into the ledger (checked by ``_storable``).
+Text = Annotated[StrictStr, AfterValidator(_storable)]
+#: A number as written: an integer, a decimal, or a decimal string such as "1e-8" (read exactly).
+Number = StrictInt | StrictFloat | Text
+#: A public literal (a filter value, a key).
+Scalar = StrictBool | StrictInt | StrictFloat | Text
+#: A name (dataset, column, analyst, snapshot, family).
+Name = Annotated[Text, Field(min_length=1, max_length=200)]
+
+_SHARED = frozenset({"kind", "max_rows_per_unit", "mechanism"})
+_NUMERIC = _SHARED | {"column", "bounds"}
+#: Per kind: (fields it accepts, fields it requires); the same table as the CLI's spec.
+FIELDS: dict[AggregateKind, tuple[frozenset[str], frozenset[str]]] = {
+    AggregateKind.COUNT: (_SHARED, frozenset()),
+    AggregateKind.COUNT_UNITS: (frozenset({"kind", "mechanism"}), frozenset()),
+    AggregateKind.SUM: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.MEAN: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.VARIANCE: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.MEDIAN: (_NUMERIC, frozenset({"column"})),
+    AggregateKind.QUANTILE: (_NUMERIC | {"q"}, frozenset({"column", "q"})),
+    AggregateKind.TRIMMED_MEAN: (_NUMERIC | {"trim_fraction"}, frozenset({"column", "trim_fraction"})),
+    AggregateKind.HISTOGRAM: (_SHARED | {"column", "keys"}, frozenset({"column"})),
+    AggregateKind.MIN_DISTANCE: (_SHARED | {"columns", "bounds"}, frozenset({"columns"})),
+    AggregateKind.TRIANGLE_COUNT: (_SHARED | {"columns"}, frozenset({"columns"})),
+}
+#: Fields of a CLI spec the service refuses, with the fix.
+CLI_ONLY = {
+    "source": "remove source: the service reads the snapshot the steward registered",
+    "request_id": "remove request_id and send it as the Idempotency-Key header",
+}
+
+
+class Body(BaseModel):
+    """A frozen request model that refuses unknown fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AggregateBody(Body):
+    """One named statistic: ``kind`` and the fields that kind uses."""
+
+    kind: AggregateKind
+    column: Name | None = None
+    columns: list[Name] | None = Field(default=None, max_length=8)
+    q: Number | None = None
+    trim_fraction: Number | None = None
+    bounds: tuple[Number, Number] | None = None
+    max_rows_per_unit: StrictInt | None = None
+    mechanism: Name | None = None
+    keys: list[Scalar] | None = Field(default=None, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _fields_fit_the_kind(self) -> AggregateBody:
+        allowed, required = FIELDS[self.kind]
+        given = {name for name in type(self).model_fields if getattr(self, name) is not None}
+        for name in sorted(given - allowed):
+            raise ValueError(f"{self.kind.value} does not use '{name}' (it takes {', '.join(sorted(allowed))})")
+        for name in sorted(required - given):
+            raise ValueError(f"{self.kind.value} needs '{name}'")
+        return self
+
+    def aggregate(self) -> Aggregate:
+        """The query-layer aggregate (its constructor checks values such as bounds and q)."""
+        return _BUILDERS[self.kind](self)
+
+
+class FilterBody(Body):
+    """Keep rows where ``column op value`` holds (``op``: ==, !=, <, <=, >, >=, in)."""
+
+    column: Name
+    op: Annotated[Text, Field(min_length=1, max_length=8)]
+    value: Scalar | list[Scalar]
+
+
+class GroupByBody(Body):
+    """Group by one column; ``keys`` default to the keys declared at registration."""
+
+    column: Name
+    keys: list[Scalar] | None = Field(default=None, max_length=10_000)
+
+
+class ReleaseBody(Body):
+    """A release request: the dataset, the privacy loss to spend, and what to compute."""
+
+    dataset: Name
+    snapshot: Name | None = None
+    epsilon: Number
+    delta: Number = 0
+    public_n: StrictInt | None = None
+    family: Name | None = None
+    filters: list[FilterBody] = Field(default_factory=list, max_length=64)
+    group_by: GroupByBody | None = None
+    max_groups_per_unit: StrictInt | None = None
+    aggregates: dict[Name, AggregateBody] = Field(min_length=1, max_length=64)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_cli_only_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, fix in CLI_ONLY.items():
+                if name in data:
+                    raise ValueError(f"the service does not take '{name}': {fix}")
+        return data
+
+    def query(self) -> Query:
+        """The query this request asks for; a value the query layer refuses names its field."""
+        query = Query(self.dataset)
+        for i, f in enumerate(self.filters):
+            with _field(f"filters[{i}]"):
+                query = query.filter(f.column, f.op, f.value)
+        if self.group_by is not None:
+            with _field("group_by"):
+                query = query.group_by(self.group_by.column, keys=self.group_by.keys)
+        if self.max_groups_per_unit is not None:
+            with _field("max_groups_per_unit"):
+                query = query.max_groups_per_unit(self.max_groups_per_unit)
+        for name, spec in self.aggregates.items():
+            with _field(f"aggregates.{name}"):
+                query = query.agg(**{name: spec.aggregate()})
+        return query
+
+
+class SqlBody(Body):
+    """A SQL question (the DP subset of ``dpsense.query.sql``) and the privacy loss to spend."""
+
+    sql: Annotated[Text, Field(min_length=1, max_length=20_000)]
+    epsilon: Number
+    delta: Number = 0
+    family: Name | None = None
+
+
+@contextmanager
+def _field(name: str) -> Iterator[None]:
+    """Prefix a query-layer refusal with the request field it came from."""
+    try:
+        yield
+    except UsageError as exc:
+        raise UsageError(f"release request {name}: {exc.rule}", exc.value, exc.fix) from None
+
+
+def _bounds(spec: AggregateBody) -> tuple[Number, Number] | None:
+    return None if spec.bounds is None else (spec.bounds[0], spec.bounds[1])
+
+
+def _column(spec: AggregateBody) -> str:
+    assert spec.column is not None  # required for this kind by _fields_fit_the_kind
+    return spec.column
+
+
+def _columns(spec: AggregateBody) -> list[str]:
+    assert spec.columns is not None  # required for this kind by _fields_fit_the_kind
+    return spec.columns
+
+
+def _numeric(build: Callable[..., Aggregate]) -> Callable[[AggregateBody], Aggregate]:
+    def make(s: AggregateBody) -> Aggregate:
+        return build(_column(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism)
+
+    return make
+
+
+_BUILDERS: dict[AggregateKind, Callable[[AggregateBody], Aggregate]] = {
+    AggregateKind.COUNT: lambda s: count(max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism),
+    AggregateKind.COUNT_UNITS: lambda s: count_units(mechanism=s.mechanism),
+    AggregateKind.SUM: _numeric(sum),
+    AggregateKind.MEAN: _numeric(mean),
+    AggregateKind.VARIANCE: _numeric(variance),
+    AggregateKind.MEDIAN: _numeric(median),
+    AggregateKind.QUANTILE: lambda s: quantile(
+        _column(s),
+        s.q if s.q is not None else 0,
+        bounds=_bounds(s),
+        max_rows_per_unit=s.max_rows_per_unit,
+        mechanism=s.mechanism,
+    ),
+    AggregateKind.TRIMMED_MEAN: lambda s: trimmed_mean(
+        _column(s),
+        s.trim_fraction if s.trim_fraction is not None else 0,
+        bounds=_bounds(s),
+        max_rows_per_unit=s.max_rows_per_unit,
+        mechanism=s.mechanism,
+    ),
+    AggregateKind.HISTOGRAM: lambda s: histogram(
+        _column(s), s.keys, max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
+    ),
+    AggregateKind.MIN_DISTANCE: lambda s: min_distance(
+        _columns(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
+    ),
+    AggregateKind.TRIANGLE_COUNT: lambda s: triangle_count(
+        _columns(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
+    ),
+}

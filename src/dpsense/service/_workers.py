@@ -1,0 +1,157 @@
+"""The service's configuration and its worker threads: each owns one ledger connection and its Sessions.
+
+Every request that touches the ledger or data runs on a worker thread (``Workers.run``); the event
+loop only parses, pads and answers. A worker thread owns, for its whole life:
+
+* one ``Ledger`` connection (a SQLite or psycopg connection is never used by two threads at once);
+* one ``Session`` per (analyst, role) it has served, each with its own in-memory DuckDB engine
+  (``threads=1``: the workers are the parallelism) holding the registered snapshots it attached.
+  A Session's identity is fixed, and an engine holds a snapshot under one name, so Sessions do not
+  share engines. At most ``sessions_per_worker`` are kept (least recently used are closed, which
+  drops their copies of the data).
+
+Every release therefore goes through ``Session.release`` / ``Session.sql`` with the ledger's
+reserve -> run -> commit: the same path as the Python API and the CLI, with no other way to a value.
+A steward's registration bumps a generation number: workers then close their Sessions, so that the
+next request attaches the newest snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import duckdb
+
+from dpsense.engine import DuckDBEngine
+from dpsense.ledger import Ledger, TokenIdentity
+from dpsense.release import Session
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """How the service runs.
+
+    Attributes:
+        ledger_url: ``postgresql://...`` (shared deployments) or ``sqlite:///path.db``.
+        data_dir: the only folder a steward may register sources from (paths are resolved inside it).
+        workers: worker threads, each with its own ledger connection.
+        min_latency_s: every release response (answer or refusal) is sent no sooner than this after
+            the request arrived; longer ones are rounded up to a multiple of ``latency_quantum_s``.
+        latency_quantum_s: the rounding step of release latencies (0 turns rounding off).
+        sessions_per_worker: Sessions (and DuckDB engines) a worker keeps before closing the oldest.
+        max_body_bytes: larger request bodies are refused with 413.
+
+    """
+
+    ledger_url: str
+    data_dir: Path
+    workers: int = 4
+    min_latency_s: float = 0.25
+    latency_quantum_s: float = 0.25
+    sessions_per_worker: int = 64
+    max_body_bytes: int = 1 << 20
+
+
+class Worker:
+    """The ledger connection and Sessions of one worker thread (used by that thread only)."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.ledger = Ledger.open(config.ledger_url)
+        self._limit = max(1, config.sessions_per_worker)
+        self._sessions: OrderedDict[tuple[str, str], _Held] = OrderedDict()
+        self.generation = 0
+
+    def session(self, identity: TokenIdentity, generation: int) -> Session:
+        """The Session of ``identity`` on this worker (created, with its engine, on first use)."""
+        if generation != self.generation:
+            self.close_sessions()
+            self.generation = generation
+        key = (identity.analyst, identity.role)
+        found = self._sessions.get(key)
+        if found is not None:
+            self._sessions.move_to_end(key)
+            return found.session
+        connection = duckdb.connect(":memory:", config={"threads": 1})
+        engine = DuckDBEngine(connection=connection)
+        session = Session(self.ledger, analyst=identity.analyst, role=identity.role, engine=engine)
+        self._sessions[key] = _Held(session, engine, connection)
+        while len(self._sessions) > self._limit:
+            self._sessions.popitem(last=False)[1].close()
+        return session
+
+    def close_sessions(self) -> None:
+        """Close every Session and its engine (their data copies and temporary tables go with them)."""
+        while self._sessions:
+            self._sessions.popitem()[1].close()
+
+    def close(self) -> None:
+        """Close the Sessions and the ledger connection."""
+        self.close_sessions()
+        self.ledger.close()
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A Session with the engine and DuckDB connection the worker gave it (the Session owns neither)."""
+
+    session: Session
+    engine: DuckDBEngine
+    connection: duckdb.DuckDBPyConnection
+
+    def close(self) -> None:
+        self.session.close()
+        self.engine.close()
+        self.connection.close()
+
+
+class Workers:
+    """A fixed pool of worker threads; ``run`` hands a function the calling thread's ``Worker``."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self._config = config
+        self._executor = ThreadPoolExecutor(max_workers=max(1, config.workers), thread_name_prefix="dpsense-worker")
+        self._local = threading.local()
+        self._all: list[Worker] = []
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    async def run(self, work: Callable[[Worker], T]) -> T:
+        """Run ``work`` on a worker thread and await its result (exceptions propagate)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, work)
+
+    def _call(self, work: Callable[[Worker], T]) -> T:
+        worker: Worker | None = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = Worker(self._config)
+            self._local.worker = worker
+            with self._lock:
+                self._all.append(worker)
+        return work(worker)
+
+    @property
+    def generation(self) -> int:
+        """Bumped when a registration may have changed a dataset's current snapshot."""
+        return self._generation
+
+    def invalidate(self) -> None:
+        """Make every worker close its Sessions before its next request."""
+        with self._lock:
+            self._generation += 1
+
+    def close(self) -> None:
+        """Wait for running requests, then close every worker's Sessions and ledger connection."""
+        self._executor.shutdown(wait=True)
+        with self._lock:
+            workers, self._all = self._all, []
+        for worker in workers:
+            worker.close()

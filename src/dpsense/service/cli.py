@@ -1,0 +1,106 @@
+"""``dpsense serve`` and the token commands (argparse: the service extra needs no CLI library).
+
+::
+
+    python -m dpsense.service serve --ledger postgresql://... --data-dir /srv/data [--host 127.0.0.1]
+        [--port 8000] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--access-log]
+    python -m dpsense.service token create NAME [--role analyst|steward] --ledger URL
+    python -m dpsense.service token revoke TOKEN_ID --ledger URL
+    python -m dpsense.service token list [--analyst NAME] --ledger URL
+
+``token create`` is how the first steward token is made: it runs on the service's host with direct
+access to the ledger, adds the analyst if needed and prints the token once (only a salted hash is
+stored). ``--ledger`` defaults to ``$DPSENSE_LEDGER``, ``--data-dir`` to ``$DPSENSE_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dpsense.core.errors import DPSenseError
+from dpsense.ledger import Ledger
+
+DEFAULT_LEDGER = "sqlite:///dpsense.db"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``serve`` or a ``token`` command; returns the exit code (2 for a refusal)."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        return _token(args)
+    except DPSenseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dpsense.service", description="The dpsense HTTP release service.")
+    ledger = argparse.ArgumentParser(add_help=False)
+    ledger.add_argument("--ledger", default=os.environ.get("DPSENSE_LEDGER", DEFAULT_LEDGER), help="ledger URL")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", parents=[ledger], help="run the service")
+    serve.add_argument("--data-dir", default=os.environ.get("DPSENSE_DATA_DIR", "."), help="folder of sources")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (put TLS in front of it)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=4, help="worker threads (ledger connections)")
+    serve.add_argument("--min-latency", type=float, default=0.25, help="seconds before any release response")
+    serve.add_argument("--latency-quantum", type=float, default=0.25, help="release latencies round up to this")
+    serve.add_argument("--access-log", action="store_true", help="log each request line")
+    serve.add_argument("--log-level", default="warning")
+    token = commands.add_parser("token", help="create, revoke or list API tokens")
+    actions = token.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", parents=[ledger], help="create a token (printed once)")
+    create.add_argument("analyst")
+    create.add_argument("--role", choices=["analyst", "steward"], default="analyst")
+    revoke = actions.add_parser("revoke", parents=[ledger], help="revoke a token by id")
+    revoke.add_argument("token_id")
+    listing = actions.add_parser("list", parents=[ledger], help="list tokens (no secrets)")
+    listing.add_argument("--analyst", default=None)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from dpsense.service._app import create_app
+    from dpsense.service._workers import ServiceConfig
+
+    config = ServiceConfig(
+        ledger_url=args.ledger,
+        data_dir=Path(args.data_dir),
+        workers=args.workers,
+        min_latency_s=args.min_latency,
+        latency_quantum_s=args.latency_quantum,
+    )
+    Ledger.open(config.ledger_url).close()  # migrate once, and fail early on a bad URL
+    uvicorn.run(
+        create_app(config),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        server_header=False,
+    )
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    with Ledger.open(args.ledger) as ledger:
+        if args.action == "create":
+            ledger.add_analyst(args.analyst)
+            print(ledger.create_token(args.analyst, role=args.role))
+        elif args.action == "revoke":
+            if not ledger.revoke_token(args.token_id):
+                print("error: no active token has that id", file=sys.stderr)
+                return 2
+        else:
+            for info in ledger.tokens(args.analyst):
+                state = "revoked" if info.revoked else "active"
+                print(f"{info.token_id}\t{info.analyst}\t{info.role}\t{state}")
+    return 0

@@ -1,0 +1,32 @@
+"""``python -m dpsense.service token ...``: the first steward token is made on the host, printed once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpsense.ledger import Ledger
+from dpsense.service.cli import main
+
+
+def test_token_create_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert main(["token", "create", "root", "--role", "steward", "--ledger", url]) == 0
+    token = capsys.readouterr().out.strip()
+    with Ledger.open(url) as ledger:
+        identity = ledger.verify_token(token)
+    assert identity is not None and (identity.analyst, identity.role) == ("root", "steward")
+    assert main(["token", "list", "--ledger", url]) == 0
+    listed = capsys.readouterr().out
+    token_id = token.split("_")[1]
+    assert token_id in listed and "active" in listed and token.rsplit("_", 1)[1] not in listed
+    assert main(["token", "revoke", token_id, "--ledger", url]) == 0
+    assert main(["token", "revoke", token_id, "--ledger", url]) == 2
+    with Ledger.open(url) as ledger:
+        assert ledger.verify_token(token) is None
+
+
+def test_a_bad_ledger_url_is_a_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["token", "list", "--ledger", "mysql://nope"]) == 2
+    assert "error:" in capsys.readouterr().err
