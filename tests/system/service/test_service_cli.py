@@ -20,7 +20,7 @@ def test_token_create_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["token", "list", "--ledger", url]) == 0
     listed = capsys.readouterr().out
     token_id = token.split("_")[1]
-    assert token_id in listed and "active" in listed and token.rsplit("_", 1)[1] not in listed
+    assert token_id in listed and "active" in listed and token.split("_", 2)[2] not in listed
     assert main(["token", "revoke", token_id, "--ledger", url]) == 0
     assert main(["token", "revoke", token_id, "--ledger", url]) == 2
     with Ledger.open(url) as ledger:
