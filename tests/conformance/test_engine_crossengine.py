@@ -35,6 +35,7 @@ from dpsense.engine import (
     DuckDBEngine,
     Engine,
     SparkEngine,
+    centered_squares,
     clipped_sum,
     count_present,
     count_rows,
@@ -211,6 +212,8 @@ def aggregates() -> list[Aggregate]:
         clipped_sum("hours", low=0.0, high=24.0, grid_exponent=-20, name="h_grid"),
         clipped_sum("hours", low=-0.3, high=17.1, grid_exponent=-2, name="h_coarse"),  # bounds off the grid
         clipped_sum("score", low=-1.5, high=40.0, grid_exponent=0, name="s_int"),
+        centered_squares("hours", low=0.0, high=24.0, name="h_squares"),
+        centered_squares("score", low=-1.5, high=40.0, name="s_squares"),
     ]
 
 
@@ -308,7 +311,13 @@ def release_tables(engine: Engine, source: Any, ledger: Path, seed: int) -> list
                 events_ds.query()
                 .group_by("region")
                 .max_groups_per_unit(2)
-                .agg(n=dp.count(), people=dp.count_units(), h=dp.sum("hours"), mean_score=dp.mean("score"))
+                .agg(
+                    n=dp.count(),
+                    people=dp.count_units(),
+                    h=dp.sum("hours"),
+                    mean_score=dp.mean("score"),
+                    var_score=dp.variance("score"),
+                )
             )
             filtered = events_ds.query().filter("label", "==", 1).agg(n=dp.count(), median=dp.median("hours"))
             return [

@@ -30,6 +30,7 @@ from dpsense.engine._protocol import Engine
 from dpsense.engine._types import (
     Aggregate,
     BoundedView,
+    CenteredSquares,
     Clip,
     ClippedSum,
     ColumnInfo,
@@ -42,6 +43,7 @@ from dpsense.engine._types import (
     OrderStatisticsWindow,
     Predicate,
     TableInfo,
+    centered_squares,
     clip,
     clipped_sum,
     count_present,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Aggregate",
     "BoundedView",
+    "CenteredSquares",
     "Clip",
     "ClippedSum",
     "CollectLimitExceeded",
@@ -75,6 +78,7 @@ __all__ = [
     "TableInfo",
     "UnknownColumn",
     "UnknownTable",
+    "centered_squares",
     "clip",
     "clipped_sum",
     "count_present",

@@ -12,7 +12,20 @@ from decimal import Decimal
 
 from dpsense.core.errors import InvalidData, UnsupportedRequest, UsageError
 from dpsense.engine._errors import UnknownColumn
-from dpsense.engine._types import NUMERIC_KINDS, ORDERING_OPS, Clip, ColumnInfo, Predicate, TableInfo
+from dpsense.engine._types import (
+    NUMERIC_KINDS,
+    ORDERING_OPS,
+    Aggregate,
+    CenteredSquares,
+    Clip,
+    ClippedSum,
+    ColumnInfo,
+    CountPresent,
+    CountRows,
+    CountUnits,
+    Predicate,
+    TableInfo,
+)
 
 #: A salt or fingerprint key shorter than this is refused (draw it with dpsense.noise.entropy.random_bytes).
 MIN_SECRET_BYTES = 16
@@ -138,3 +151,33 @@ def policies(
             )
         clips[column] = Clip(column, bounds[0], bounds[1])
     return missing, nonfinite, clips
+
+
+def aggregates(info: TableInfo, aggs: Sequence[object]) -> list[Aggregate]:
+    """The requested aggregates, checked against the public schema (types, distinct names, columns)."""
+    checked: list[Aggregate] = []
+    for a in aggs:
+        if not isinstance(a, CountRows | CountUnits | CountPresent | ClippedSum | CenteredSquares):
+            raise UsageError(
+                "aggregates are a non-empty list of count_rows(), count_units(), count_present(...), "
+                "clipped_sum(...), centered_squares(...)",
+                [type(x).__name__ for x in aggs],
+                "build them with the dpsense.engine functions of those names",
+            )
+        checked.append(a)
+    if not checked:
+        raise UsageError("aggregates are a non-empty list", [], "pass at least one aggregate, e.g. count_rows()")
+    names = [a.name for a in checked]
+    if len(set(names)) != len(names):
+        raise UsageError("aggregate names must be distinct", names, "pass name=... to tell them apart")
+    for a in checked:
+        if isinstance(a, ClippedSum | CenteredSquares):
+            require_numeric(info, a.clip.column)
+        elif isinstance(a, CountPresent):
+            require(info, a.column)
+    return checked
+
+
+def sum_exponent(agg: ClippedSum | CenteredSquares) -> int:
+    """The exponent of one unit of the integer an engine returns for a sum (``2 e`` for squares)."""
+    return 2 * agg.grid_exponent if isinstance(agg, CenteredSquares) else agg.grid_exponent

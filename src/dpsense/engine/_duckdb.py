@@ -40,13 +40,11 @@ from dpsense.engine._types import (
     NO_CLAMP,
     Aggregate,
     BoundedView,
+    CenteredSquares,
     Clip,
     ClippedSum,
     ColumnInfo,
     ColumnQuality,
-    CountPresent,
-    CountRows,
-    CountUnits,
     FixedPointSum,
     GroupRow,
     OrderStatisticsWindow,
@@ -55,6 +53,9 @@ from dpsense.engine._types import (
 )
 
 __all__ = ["MIN_SALT_BYTES", "DuckDBEngine"]
+
+#: Aggregates returned as exact fixed-point sums (the others are counts).
+_SUMS = (ClippedSum, CenteredSquares)
 
 _TMP_PREFIX = _sql.INTERNAL_PREFIX + "tmp_"
 _SRC_PREFIX = _sql.INTERNAL_PREFIX + "src_"
@@ -493,21 +494,7 @@ class DuckDBEngine:
     ) -> list[GroupRow]:
         """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never."""
         relation, view_params = self._check_view(view)
-        aggs = list(aggregates)
-        if not aggs or not all(isinstance(a, CountRows | CountUnits | CountPresent | ClippedSum) for a in aggs):
-            raise UsageError(
-                "aggregates are a non-empty list of count_rows(), count_units(), count_present(...), clipped_sum(...)",
-                [type(a).__name__ for a in aggs],
-                "build them with dpsense.engine.count_rows / count_units / count_present / clipped_sum",
-            )
-        names = [a.name for a in aggs]
-        if len(set(names)) != len(names):
-            raise UsageError("aggregate names must be distinct", names, "pass name=... to tell them apart")
-        for a in aggs:
-            if isinstance(a, ClippedSum):
-                _checks.require_numeric(view.schema, a.clip.column)
-            elif isinstance(a, CountPresent):
-                _checks.require(view.schema, a.column)
+        aggs = _checks.aggregates(view.schema, list(aggregates))
         key_type: str | None = None
         if group_column is None:
             if keys is not None:
@@ -537,8 +524,8 @@ class DuckDBEngine:
         )
         if keys is not None:
             params["keys"] = keys
-        counted = [(i, a.name) for i, a in enumerate(aggs, 1) if not isinstance(a, ClippedSum)]
-        summed = [(i, a.name, a.grid_exponent) for i, a in enumerate(aggs, 1) if isinstance(a, ClippedSum)]
+        counted = [(i, a.name) for i, a in enumerate(aggs, 1) if not isinstance(a, _SUMS)]
+        summed = [(i, a.name, _checks.sum_exponent(a)) for i, a in enumerate(aggs, 1) if isinstance(a, _SUMS)]
         out = []
         for row in self._run(sql, _merged(params, view_params)).fetchall():
             key = keys[int(row[0])] if keys is not None else row[0]

@@ -27,15 +27,16 @@ group columns in this mode):
   given a fresh salt, each copy of an identical row an independent draw. With a group cap, each
   unit's distinct groups are ranked first by ``H(K_groups, u, g)``, then ``g`` (``g`` is ``'-'``
   for NULL and ``':' || text`` otherwise) and the first G stay.
-* Unit index (``index_units``): positions 0..n_u-1 by ``H(K_index, u, rh, j)``, n_u, and
-  ``uh = H(K_unit, u)``. A release keeps the rows with ``(pos + r_u) mod n_u < C`` where
-  ``r_u = r1 * P + r2``, ``P = 2**31 - 1``, ``r1 = (a1*hi + a2*lo + b1) mod P``,
-  ``r2 = (a3*hi + a4*lo + b2) mod P``, ``hi = uh >> 30``, ``lo = uh & (2**30 - 1)`` and the six keys
-  ``a*, b* < P`` derived from the salt. Every product is below 2**61, so no engine overflows or
-  wraps. For a fresh salt, ``b1`` and ``b2`` make ``r_u`` uniform on [0, P**2) (P**2 > 2**61.9), so
-  ``r_u mod n_u`` is uniform on 0..n_u-1 up to a bias below n_u / 2**61.9; the family is pairwise
-  independent across units (a linear hash over the prime field), which is all the accuracy argument
-  uses. Privacy does not depend on it.
+* Unit index (``index_units``): positions 0..n_u-1 by ``H(K_index, u, rh)``, then ``rh``
+  (identical rows tie and take adjacent positions in either engine's order, which no release can
+  tell apart: the copies are identical), n_u, and ``uh = H(K_unit, u)``. A release keeps the rows
+  with ``(pos + r_u) mod n_u < C`` where ``r_u = r1 * P + r2``, ``P = 2**31 - 1``,
+  ``r1 = (a1*hi + a2*lo + b1) mod P``, ``r2 = (a3*hi + a4*lo + b2) mod P``, ``hi = uh >> 30``,
+  ``lo = uh & (2**30 - 1)`` and the six keys ``a*, b* < P`` derived from the salt. Every product
+  is below 2**61, so no engine overflows or wraps. For a fresh salt, ``b1`` and ``b2`` make ``r_u``
+  uniform on [0, P**2) (P**2 > 2**61.9), so ``r_u mod n_u`` is uniform on 0..n_u-1 up to a bias
+  below n_u / 2**61.9; the family is pairwise independent across units (a linear hash over the
+  prime field), which is all the accuracy argument uses. Privacy does not depend on it.
 * Fingerprint text of a float: ``'nan'``, ``'inf'``, ``'-inf'``, ``'0'``, ``'-0'``, or
   ``<m>p<s>`` with ``x = m * 2**s`` exactly, ``s = max(e, -1022) - 52`` and ``2**e <= |x| <
   2**(e+1)``: an integer pair found with log2, powers of two and exact scaling, the same in every

@@ -32,7 +32,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -44,7 +43,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from dpsense.core.errors import DPSenseError, InternalError, InvalidData, UnsupportedRequest, UsageError
-from dpsense.engine import _checks, _portable, _spark_bound, _spark_expr, _spark_select, _sql_steward
+from dpsense.engine import (
+    _checks,
+    _portable,
+    _spark_aggregate,
+    _spark_bound,
+    _spark_expr,
+    _spark_select,
+    _spark_source,
+    _spark_steward,
+    _sql_steward,
+)
 from dpsense.engine._errors import CollectLimitExceeded, UnknownTable
 from dpsense.engine._spark_expr import col
 from dpsense.engine._types import (
@@ -52,12 +61,7 @@ from dpsense.engine._types import (
     Aggregate,
     BoundedView,
     Clip,
-    ClippedSum,
     ColumnQuality,
-    CountPresent,
-    CountRows,
-    CountUnits,
-    FixedPointSum,
     GroupRow,
     OrderStatisticsWindow,
     Predicate,
@@ -69,22 +73,12 @@ __all__ = ["SparkEngine"]
 _INTERNAL_PREFIX = "__dps_"
 _VIEW_PREFIX = "__dps_tmp_"
 _SNAPSHOT_MARKER = "__dps_snapshot"
-_CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
-_PARQUET_SUFFIXES = (".parquet", ".pq")
-_FRAME_MODULES = frozenset({"pandas", "pyarrow", "polars"})
 _R = TypeVar("_R")
-#: Integer keys spanning at most 2 * len(keys) + this many values are selected by a range.
-_DENSE_SLACK = 1024
-#: How many public key lists to keep as built IN conditions.
-_KEY_LISTS = 64
-#: Rows per group below which 64-bit partial sums of 31-bit halves cannot overflow.
-_NARROW_ROWS = 1 << 32
-_HALF = 31
 
 
 @dataclass
 class _Snapshot:
-    """A registered table: its frame (public columns, ``__dps_row``, index columns), schema and state."""
+    """A registered table: its frame (public columns, and a cache marker or the index columns), schema, state."""
 
     frame: DataFrame
     info: TableInfo
@@ -133,7 +127,7 @@ class SparkEngine:
         self._counter = itertools.count()
         self._closed = False
         self._owns_session = False
-        self._key_lists: dict[tuple[object, ...], Column] = {}  # IN conditions of public key lists, built once
+        self._key_conditions = _spark_aggregate.KeyConditions()  # public key filters, built once per key list
 
     @classmethod
     def start(
@@ -225,7 +219,7 @@ class SparkEngine:
             )
         if name in self._tables:
             raise UsageError("a table of this name is already registered", name, "choose another name or close()")
-        frame, from_file = self._source_frame(source)
+        frame, from_file = _spark_source.source_frame(self._spark, source, self._run)
         info = TableInfo(name, tuple(_spark_expr.column_info(f) for f in frame.schema.fields))
         clash = [c for c in info.column_names if c.startswith(_INTERNAL_PREFIX)]
         if clash:
@@ -262,61 +256,22 @@ class SparkEngine:
         if found is not None:
             _unpersist(found.persisted)
 
-    def _source_frame(self, source: object) -> tuple[DataFrame, bool]:
-        """The source as a DataFrame, and whether it was read from a file."""
-        if isinstance(source, DataFrame):
-            return source, False
-        if isinstance(source, str | PathLike):
-            path = Path(source)
-            lowered = path.name.lower()
-            if lowered.endswith(_CSV_SUFFIXES) or lowered.endswith(_PARQUET_SUFFIXES):
-                if not path.is_file():
-                    raise InvalidData("the source file does not exist", str(path), "check the path")
-                reader = self._spark.read
-                if lowered.endswith(_PARQUET_SUFFIXES):
-                    return self._run(lambda: reader.parquet(str(path)), file=path), True
-                separator = "\t" if lowered.endswith(".tsv") else ","
-                return self._run(
-                    lambda: reader.csv(str(path), header=True, inferSchema=True, sep=separator), path
-                ), True
-            if isinstance(source, str) and self._run(lambda: self._spark.catalog.tableExists(source)):
-                return self._spark.table(source), False
-            raise UnknownTable(
-                str(source), "pass a .csv/.parquet path, a DataFrame or Arrow table, or an existing Spark table name"
-            )
-        module = type(source).__module__.split(".")[0]
-        if module not in _FRAME_MODULES:
-            raise UnsupportedRequest(
-                "a source must be a Spark/pandas/polars DataFrame, a pyarrow Table, a CSV or Parquet path, "
-                "or a table name",
-                type(source).__name__,
-                "convert the data to one of those",
-            )
-        arrow = _to_arrow(source)
-        try:
-            return self._spark.createDataFrame(arrow), False
-        except Exception:  # Spark's conversion errors vary in type; the message is not needed
-            raise UnsupportedRequest(
-                "Spark cannot hold one of the table's column types", str(arrow.schema.types), "cast the column first"
-            ) from None
-
     # -- steward steps at registration ---------------------------------------------------------------
 
     def fingerprint(self, table: str, key: bytes) -> str:
         """Keyed, order-independent fingerprint of the snapshot, equal to DuckDB's on the same data.
 
         Per row the first 64 bits of ``sha256(row key || '|' || row text)`` (the portable row text of
-        ``_sql_steward.fingerprint_query``), summed exactly as DECIMAL(38, 0); then
+        ``_sql_steward.fingerprint_query``), summed exactly: as two sums of 32-bit halves in BIGINTs
+        below 2**31 rows (neither can overflow), as DECIMAL(38, 0) beyond; then
         ``HMAC-SHA256(key, schema | count | sum mod 2**64)`` in Python. The count stays in here.
         """
         self._check_open()
         snapshot = self._table(table)
         secret = _checks.secret(key, "fingerprint key")
         row_key = _sql_steward.fingerprint_row_key(secret)
-        digest = sf.sha2(sf.concat(sf.lit(row_key), sf.lit("|"), _spark_expr.row_text(snapshot.info.columns)), 256)
-        frame = snapshot.frame.agg(sf.count(sf.lit(1)), _spark_expr.exact_sum(_spark_expr.hex64(digest)))
-        row = self._one_row(frame)
-        return _sql_steward.fingerprint_digest(secret, snapshot.info, int(row[0]), int(row[1]))
+        count, total = _spark_steward.fingerprint_sum(snapshot.frame, snapshot.info.columns, row_key, self._run)
+        return _sql_steward.fingerprint_digest(secret, snapshot.info, count, total)
 
     def data_quality(self, table: str, columns: Sequence[str]) -> dict[str, ColumnQuality]:
         """NULL, NaN and infinity counts per column (steward-only; unnoised counts of private data)."""
@@ -326,24 +281,7 @@ class SparkEngine:
         infos = [_checks.require(snapshot.info, c) for c in names]
         if not infos:
             return {}
-        counts: list[Column] = []
-        for info in infos:
-            c = col(info.name)
-            counts.append(sf.count(sf.when(c.isNull(), 1)))
-            if info.kind == "float":
-                counts.append(sf.count(sf.when(sf.isnan(c), 1)))
-                counts.append(sf.count(sf.when(_spark_expr.is_infinite(c), 1)))
-        row = self._one_row(snapshot.frame.agg(*counts))
-        out: dict[str, ColumnQuality] = {}
-        position = 0
-        for info in infos:
-            if info.kind == "float":
-                out[info.name] = ColumnQuality(int(row[position]), int(row[position + 1]), int(row[position + 2]))
-                position += 3
-            else:
-                out[info.name] = ColumnQuality(int(row[position]), 0, 0)
-                position += 1
-        return out
+        return _spark_steward.quality(snapshot.frame, infos, self._run)
 
     def apply_policies(
         self,
@@ -361,22 +299,9 @@ class SparkEngine:
         snapshot = self._table(table)
         info = snapshot.info
         missing, nonfinite, clips = _checks.policies(info, drop_missing, drop_nonfinite, clamp)
-        types = {f.name: f.dataType for f in snapshot.frame.schema.fields}
-        selects = [
-            _spark_expr.clamped(c, types[c.name], clips[c.name]) if c.name in clips else col(c.name)
-            for c in info.columns
-        ]
-        condition: Column = sf.lit(True)
-        for name in dict.fromkeys(missing):
-            condition = condition & col(name).isNotNull()
-        for name in dict.fromkeys(nonfinite):
-            found = info.column(name)
-            if found is not None and found.kind == "float":
-                c = col(name)
-                condition = condition & (
-                    c.isNull() | ~(sf.isnan(c) | c.isin(sf.lit(float("inf")), sf.lit(float("-inf"))))
-                )
-        frame = snapshot.frame.where(condition).select(*selects)
+        frame = _spark_steward.with_policies(
+            snapshot.frame, info, drop_missing=missing, drop_nonfinite=nonfinite, clamp=clips
+        )
         described = tuple(_spark_expr.column_info(f) for f in frame.schema.fields[: len(info.columns)])
         if described != info.columns:
             raise InternalError("a policy changed the table's schema")
@@ -386,7 +311,7 @@ class SparkEngine:
     def index_units(self, table: str, *, unit_column: str, key: bytes) -> None:
         """Replace the snapshot by one indexed on ``unit_column`` (the portable unit index of ``_portable``).
 
-        One shuffle by unit and two ordered windows, persisted: a one-time steward cost that makes
+        One shuffle by unit and one ordered window, persisted: a one-time steward cost that makes
         every later ``bounded_rows`` on this unit column (without filters or a group cap) a filter.
         """
         self._check_open()
@@ -478,22 +403,8 @@ class SparkEngine:
     ) -> list[GroupRow]:
         """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never."""
         frame = self._check_view(view)
-        aggs = list(aggregates)
-        if not aggs or not all(isinstance(a, CountRows | CountUnits | CountPresent | ClippedSum) for a in aggs):
-            raise UsageError(
-                "aggregates are a non-empty list of count_rows(), count_units(), count_present(...), clipped_sum(...)",
-                [type(a).__name__ for a in aggs],
-                "build them with dpsense.engine.count_rows / count_units / count_present / clipped_sum",
-            )
-        names = [a.name for a in aggs]
-        if len(set(names)) != len(names):
-            raise UsageError("aggregate names must be distinct", names, "pass name=... to tell them apart")
+        aggs = _checks.aggregates(view.schema, list(aggregates))
         kinds = {c.name: c.kind for c in view.schema.columns}
-        for a in aggs:
-            if isinstance(a, ClippedSum):
-                _checks.require_numeric(view.schema, a.clip.column)
-            elif isinstance(a, CountPresent):
-                _checks.require(view.schema, a.column)
         key_list: list[Any] | None = None
         if group_column is None:
             if keys is not None:
@@ -512,81 +423,8 @@ class SparkEngine:
                 _spark_expr.check_keys(key_list, column, data_type)
                 if not key_list:
                     return []
-        try:
-            return self._aggregated(frame, view.unit_column, group_column, key_list, aggs, kinds, wide=False)
-        except _WideSumNeeded:
-            return self._aggregated(frame, view.unit_column, group_column, key_list, aggs, kinds, wide=True)
-
-    def _aggregated(
-        self,
-        frame: DataFrame,
-        unit_column: str,
-        group_column: str | None,
-        keys: list[Any] | None,
-        aggs: list[Aggregate],
-        kinds: dict[str, str],
-        *,
-        wide: bool,
-    ) -> list[GroupRow]:
-        """One aggregation pass; ``_WideSumNeeded`` when a 64-bit partial sum could have overflowed."""
-        planned = [_planned(a, unit_column, kinds, wide=wide) for a in aggs]
-        exprs = [c for p in planned for c in p.columns]
-        try:
-            rows = self._grouped(frame, group_column, keys, exprs)
-        except InternalError:
-            if wide or not any(isinstance(a, ClippedSum) for a in aggs):
-                raise
-            raise _WideSumNeeded from None  # ANSI mode raises on a 64-bit overflow: recompute as DECIMAL
-        out = []
-        for key, values in rows:
-            counts: dict[str, int] = {}
-            sums: dict[str, FixedPointSum] = {}
-            position = 0
-            for agg, plan in zip(aggs, planned, strict=True):
-                value = plan.combine(values[position : position + len(plan.columns)])
-                position += len(plan.columns)
-                if isinstance(agg, ClippedSum):
-                    sums[agg.name] = FixedPointSum(value, agg.grid_exponent)
-                else:
-                    counts[agg.name] = value
-            out.append(GroupRow(key, counts, sums))
-        return out
-
-    def _grouped(
-        self, frame: DataFrame, group_column: str | None, keys: list[Any] | None, exprs: list[Column]
-    ) -> list[tuple[Any, list[Any]]]:
-        """(key, aggregate values) per output row: one row without a group, the public keys in order, or every key."""
-        if group_column is None:
-            row = self._one_row(frame.agg(*exprs))
-            return [(None, list(row))]
-        key = col(group_column).alias("__dps_key")
-        if keys is None:
-            grouped = frame.groupBy(key).agg(*exprs).orderBy(sf.col("__dps_key").asc_nulls_last())
-            return [(r[0], list(r[1:])) for r in self._run(grouped.collect)]
-        selected = frame.where(self._key_condition(group_column, keys))
-        found = {r[0]: list(r[1:]) for r in self._run(selected.groupBy(key).agg(*exprs).collect)}
-        zeros: list[Any] = [None] * len(exprs)
-        return [(k, found.get(k, zeros)) for k in keys]
-
-    def _key_condition(self, group_column: str, keys: list[Any]) -> Column:
-        """A condition keeping the public keys' rows (and, for a dense integer range, only a public few more).
-
-        Integer keys that fill most of a range become ``BETWEEN min AND max``: no per-key literal to
-        plan, and the groups in the range number at most its public width (those that are not keys are
-        dropped here, on the driver). Other key lists become an ``IN`` list, built once per list.
-        """
-        if all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
-            low, high = min(keys), max(keys)
-            if high - low + 1 <= 2 * len(keys) + _DENSE_SLACK:
-                return col(group_column).between(_spark_expr.literal(low), _spark_expr.literal(high))
-        remembered = (group_column, tuple((type(k), k) for k in keys))
-        condition = self._key_lists.get(remembered)
-        if condition is None:
-            if len(self._key_lists) >= _KEY_LISTS:
-                self._key_lists.clear()
-            condition = col(group_column).isin([_spark_expr.literal(k) for k in keys])
-            self._key_lists[remembered] = condition
-        return condition
+        planned = _spark_aggregate.Aggregation(aggs, view.unit_column, kinds)
+        return planned.run(frame, group_column, key_list, key_condition=self._key_conditions.get, run=self._run)
 
     def order_statistics_window(
         self, view: BoundedView, *, column: str, low: float, high: float, rank: int, width: int
@@ -648,7 +486,7 @@ class SparkEngine:
         # At most ``limit`` rows are here already: sorting them here (Arrow orders NaN above every
         # number, as DuckDB does) is cheaper than a distributed sort of a few rows.
         ordered = table.sort_by([(c, "ascending") for c in cols])
-        return {info.name: _numpy(ordered.column(info.name), info.kind) for info in infos}
+        return {info.name: _spark_source.numpy_column(ordered.column(info.name), info.kind) for info in infos}
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -701,69 +539,7 @@ class SparkEngine:
             raise InternalError(f"Spark failed a planned step ({type(exc).__name__})") from None
 
 
-class _WideSumNeeded(Exception):
-    """A group summed 2**32 rows or more: recompute the exact sums as DECIMAL(38, 0)."""
-
-
-@dataclass(frozen=True)
-class _Planned:
-    """The Spark aggregate columns of one requested aggregate and how their values combine into an int."""
-
-    columns: list[Column]
-    combine: Callable[[list[Any]], int]
-
-
-def _planned(agg: Aggregate, unit_column: str, kinds: dict[str, str], *, wide: bool) -> _Planned:
-    """Spark columns for one aggregate; exact clipped sums in two 64-bit halves unless ``wide``.
-
-    A grid value ``q`` (|q| <= 2**62) splits exactly into ``hi = q >> 31`` (|hi| < 2**31) and
-    ``lo = q & (2**31 - 1)`` (0 <= lo < 2**31), so ``sum(q) = sum(hi) * 2**31 + sum(lo)``; below
-    2**32 rows per group neither 64-bit sum can overflow, which the row count beside them checks.
-    Two BIGINT sums run about twice as fast as one DECIMAL(38, 0) sum; with 2**32 rows or more the
-    DECIMAL sum (exact up to 2**64 rows) is used instead.
-    """
-    if isinstance(agg, CountRows):
-        return _Planned([sf.count(sf.lit(1))], lambda v: int(v[0] or 0))
-    if isinstance(agg, CountUnits):
-        return _Planned([sf.count_distinct(col(unit_column))], lambda v: int(v[0] or 0))
-    if isinstance(agg, CountPresent):
-        return _Planned([_spark_expr.count_present(agg, kinds.get(agg.column, "float"))], lambda v: int(v[0] or 0))
-    units = _spark_expr.grid_units(agg, kinds.get(agg.clip.column, "float"))
-    if wide:
-        return _Planned([_spark_expr.exact_sum(units)], lambda v: int(v[0] or 0))
-    halves = [sf.sum(sf.shiftright(units, _HALF)), sf.sum(units.bitwiseAND(sf.lit((1 << _HALF) - 1))), sf.count(units)]
-    return _Planned(halves, _combine_halves)
-
-
-def _combine_halves(values: list[Any]) -> int:
-    high, low, rows = (int(v or 0) for v in values)
-    if rows >= _NARROW_ROWS:
-        raise _WideSumNeeded
-    return (high << _HALF) + low
-
-
 def _unpersist(frame: DataFrame | None) -> None:
     if frame is not None:
         with contextlib.suppress(Exception):  # cleanup goes on: a stopped session holds nothing to free
             frame.unpersist(blocking=True)
-
-
-def _to_arrow(source: object) -> Any:
-    import pyarrow as pa
-
-    if isinstance(source, pa.Table):
-        return source
-    if isinstance(source, pa.RecordBatch):
-        return pa.Table.from_batches([source])
-    to_arrow = getattr(source, "to_arrow", None)
-    if callable(to_arrow):  # polars
-        return to_arrow()
-    return pa.Table.from_pandas(source, preserve_index=False)
-
-
-def _numpy(column: Any, kind: str) -> NDArray[Any]:
-    """An Arrow column as numpy, as DuckDB's ``fetchnumpy`` gives it (decimals as float64)."""
-    array = np.asarray(column.to_numpy())
-    if kind == "decimal":
-        return array.astype(np.float64)
-    return array

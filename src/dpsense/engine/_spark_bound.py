@@ -15,7 +15,7 @@ from pyspark.sql import functions as sf
 
 from dpsense.engine import _portable
 from dpsense.engine._portable import POSITION, ROW_HASH, UNIT_HASH, UNIT_ROWS
-from dpsense.engine._spark_expr import as_text, col, hex_int, predicate_condition, row_text
+from dpsense.engine._spark_expr import as_text, col, hex_int, predicate_condition, text_frame
 from dpsense.engine._types import ColumnInfo, Predicate, TableInfo
 
 _COPY, _RANK, _GROUP_RANK = "__dps_copy", "__dps_rank", "__dps_grank"
@@ -29,11 +29,17 @@ def _keyed(key: str, unit: Column, *rest: Column) -> Column:
     return hex_int(sf.sha2(sf.concat(*parts), 256))
 
 
+def with_row_hash(frame: DataFrame, info: TableInfo) -> DataFrame:
+    """The public columns of ``frame`` and ``rh``, the row-content hash."""
+    staged, text = text_frame(public(frame, info), info.columns)
+    return staged.select(*[col(c) for c in info.column_names], hex_int(sf.md5(text)).alias(ROW_HASH))
+
+
 def with_copies(frame: DataFrame, info: TableInfo, unit: ColumnInfo) -> DataFrame:
     """``frame`` with ``rh`` (the row-content hash) and ``j`` (the copy number among identical rows)."""
-    hashed = frame.withColumn(ROW_HASH, hex_int(sf.md5(row_text(info.columns))))
     ordered = Window.partitionBy(col(unit.name)).orderBy(col(ROW_HASH))
-    return hashed.withColumn(_COPY, sf.row_number().over(ordered) - sf.rank().over(ordered) + 1)
+    copy = sf.row_number().over(ordered) - sf.rank().over(ordered) + 1
+    return with_row_hash(frame, info).withColumn(_COPY, copy)
 
 
 def _row_order(key: str, unit: ColumnInfo) -> list[Column]:
@@ -82,15 +88,18 @@ def windowed(
 def indexed(frame: DataFrame, info: TableInfo, *, unit: ColumnInfo, index_key: str, unit_key: str) -> DataFrame:
     """The snapshot with the hidden index columns: position, unit size and unit hash (NULL units: NULL).
 
-    The windows leave each unit's rows in position order; no further sort is needed (a release only
-    filters the snapshot).
+    Positions follow ``H(K_index, u, rh)``, then ``rh``: identical rows tie and take adjacent
+    positions in any order, which changes nothing a release can see (the copies are identical), so
+    no copy numbers (one sort fewer). The windows leave each unit's rows in position order; no
+    further sort is needed (a release only filters the snapshot).
     """
     present = col(unit.name).isNotNull()
     by_unit = Window.partitionBy(col(unit.name))
-    copied = with_copies(public(frame, info), info, unit)
-    position = (sf.row_number().over(by_unit.orderBy(*_row_order(index_key, unit))) - 1).cast("long")
+    hashed = with_row_hash(frame, info)
+    order = [_keyed(index_key, as_text(unit), col(ROW_HASH).cast("string")), col(ROW_HASH)]
+    position = (sf.row_number().over(by_unit.orderBy(*order)) - 1).cast("long")
     size = sf.count(sf.lit(1)).over(by_unit).cast("long")
-    return copied.select(
+    return hashed.select(
         *[col(c) for c in info.column_names],
         sf.when(present, position).alias(POSITION),
         sf.when(present, size).alias(UNIT_ROWS),

@@ -22,14 +22,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from dpsense.core.errors import UnsupportedRequest, UsageError
 from dpsense.engine._portable import HEX_DIGITS
 from dpsense.engine._sql_steward import _decimal_bounds, _float32_bounds, _integer_bounds
-from dpsense.engine._types import Clip, ClippedSum, ColumnInfo, CountPresent, Predicate
+from dpsense.engine._types import CenteredSquares, Clip, ClippedSum, ColumnInfo, CountPresent, Predicate
 
 #: The exact sum type: a sum of < 2**64 values of at most 2**62 grid units fits in 38 digits.
 WIDE = st.DecimalType(38, 0)
@@ -150,6 +150,23 @@ def grid_units(spec: ClippedSum, kind: str) -> Column:
     return sf.when(present, units)
 
 
+def squared_centered_units(spec: CenteredSquares, kind: str) -> Column:
+    """Per row ``q * q`` with ``q = round_half_away(clamp((clip(x) - c) * 2**-e, -k, k))``; NULL when x is missing.
+
+    The same integer as ``_sql.centered_squares_sum`` computes in DuckDB (see ``CenteredSquares``).
+    """
+    x = col(spec.clip.column)
+    value = x.cast("double")
+    low, high = sf.lit(spec.clip.low), sf.lit(spec.clip.high)
+    clipped = sf.when(value < low, low).when(value > high, high).otherwise(value)
+    scaled = (clipped - sf.lit(spec.center)) * sf.lit(2.0 ** (-spec.grid_exponent))
+    k = sf.lit(float(spec.q_max))
+    bounded = sf.when(scaled < -k, -k).when(scaled > k, k).otherwise(scaled)
+    units = round_half_away(bounded)
+    present = x.isNotNull() & ~sf.isnan(x) if kind == "float" else x.isNotNull()
+    return sf.when(present, units * units)
+
+
 def exact_sum(units: Column) -> Column:
     """The exact sum of BIGINT grid units as DECIMAL(38, 0) (0 over no rows)."""
     return sf.coalesce(sf.sum(units.cast(WIDE)), sf.lit(0).cast(WIDE))
@@ -174,22 +191,52 @@ def _power_of_two(exponent: Column) -> Column:
     return sf.pow(sf.lit(2.0), exponent)
 
 
-def float_text(x: Column) -> Column:
+def _guess_column(index: int) -> str:
+    return f"__dps_fg{index}"
+
+
+def _scale_column(index: int) -> str:
+    return f"__dps_fs{index}"
+
+
+def with_float_scales(frame: DataFrame, columns: tuple[ColumnInfo, ...]) -> DataFrame:
+    """``frame`` with, per float column, the scale ``s`` of its portable text (``float_text``).
+
+    Two projections: ``floor(log2 |x|)`` first, then the exponent corrected by exact comparisons with
+    powers of two and ``s = max(e, -1022) - 52``. Each refers to the one before several times, so
+    Spark keeps them apart (it does not inline an expensive expression used more than once) and
+    every value's log2 and powers are computed once, not once per reference. NULL, NaN, zeros and
+    infinities get NULL (their text is spelled out in ``float_text``).
+    """
+    floats = [(i, c) for i, c in enumerate(columns) if c.kind == "float"]
+    if not floats:
+        return frame
+    guesses = []
+    for i, column in floats:
+        magnitude = sf.abs(col(column.name).cast("double"))
+        finite = (magnitude > sf.lit(0.0)) & (magnitude < sf.lit(math.inf))
+        guesses.append(sf.when(finite, sf.floor(sf.log2(magnitude))).alias(_guess_column(i)))
+    guessed = frame.select("*", *guesses)
+    scales = []
+    for i, column in floats:
+        magnitude = sf.abs(col(column.name).cast("double"))
+        guess = sf.col(_guess_column(i))
+        exponent = (
+            sf.when(magnitude < _power_of_two(guess), guess - 1)
+            .when(magnitude >= _power_of_two(guess + 1), guess + 1)
+            .otherwise(guess)
+        )
+        scales.append((sf.greatest(exponent, sf.lit(-1022)) - 52).alias(_scale_column(i)))
+    return guessed.select("*", *scales)
+
+
+def float_text(x: Column, scale: Column) -> Column:
     """The portable text of a float (``_portable``): ``<m>p<s>`` with ``x = m * 2**s`` exactly.
 
-    ``e`` starts from ``floor(log2 |x|)``, which may be one off near powers of two, and is corrected
-    by exact comparisons with powers of two. The scaling by ``2**-s`` is split in two factors so
+    ``scale`` is ``s`` from ``with_float_scales``. The scaling by ``2**-s`` is split in two factors so
     that neither overflows; scaling by powers of two in the normal range is exact.
     """
     value = x.cast("double")
-    magnitude = sf.abs(value)
-    guess = sf.floor(sf.log2(magnitude))
-    exponent = (
-        sf.when(magnitude < _power_of_two(guess), guess - 1)
-        .when(magnitude >= _power_of_two(guess + 1), guess + 1)
-        .otherwise(guess)
-    )
-    scale = sf.greatest(exponent, sf.lit(-1022)) - 52
     half = sf.floor(-scale / 2)
     mantissa = value * _power_of_two(half) * _power_of_two(-scale - half)
     exact = sf.concat(mantissa.cast("long").cast("string"), sf.lit("p"), scale.cast("string"))
@@ -207,13 +254,18 @@ def float_text(x: Column) -> Column:
 _PLAIN_TEXT_KINDS = frozenset({"integer", "float", "decimal", "boolean", "temporal"})
 
 
-def row_text(columns: tuple[ColumnInfo, ...]) -> Column:
-    """The injective row text of the fingerprint (``_sql_steward.fingerprint_query``'s, portable floats)."""
+def text_frame(frame: DataFrame, columns: tuple[ColumnInfo, ...]) -> tuple[DataFrame, Column]:
+    """``frame`` with the helper columns the row text reads, and the row text itself.
+
+    The injective row text of ``_sql_steward.fingerprint_query`` (portable floats): values joined by
+    commas, ``-`` for NULL, other kinds than numbers, booleans and times length-prefixed.
+    """
+    staged = with_float_scales(frame, columns)
     parts = []
-    for column in columns:
+    for i, column in enumerate(columns):
         c = col(column.name)
         if column.kind == "float":
-            text = float_text(c)
+            text = float_text(c, sf.col(_scale_column(i)))
         elif column.sql_type == "TIMESTAMP":  # Spark's zoned timestamp: its text depends on the session's zone
             text = sf.unix_micros(c).cast("string")
         else:
@@ -223,16 +275,23 @@ def row_text(columns: tuple[ColumnInfo, ...]) -> Column:
         else:
             parts.append(sf.coalesce(sf.concat(sf.octet_length(text).cast("string"), sf.lit(":"), text), sf.lit("-")))
     if not parts:
-        return sf.lit("")
+        return staged, sf.lit("")
     pieces: list[Column] = [parts[0]]
     for part in parts[1:]:
         pieces += [sf.lit(","), part]
-    return sf.concat(*pieces)
+    return staged, sf.concat(*pieces)
 
 
 def hex_int(digest: Column) -> Column:
     """The first 60 bits of a hex digest as a BIGINT (``_portable.HEX_DIGITS``)."""
     return sf.conv(sf.substring(digest, 1, HEX_DIGITS), 16, 10).cast("long")
+
+
+def hex32_halves(digest: Column) -> tuple[Column, Column]:
+    """The first 64 bits of a hex digest as two BIGINTs of 32 bits each (high, low)."""
+    high = sf.conv(sf.substring(digest, 1, 8), 16, 10).cast("long")
+    low = sf.conv(sf.substring(digest, 9, 8), 16, 10).cast("long")
+    return high, low
 
 
 def hex64(digest: Column) -> Column:

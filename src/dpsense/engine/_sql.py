@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpsense.engine._types import Aggregate, ClippedSum, CountPresent, CountRows, CountUnits, Predicate
+from dpsense.engine._types import (
+    Aggregate,
+    CenteredSquares,
+    ClippedSum,
+    CountPresent,
+    CountRows,
+    CountUnits,
+    Predicate,
+)
 
 #: Prefix of every relation the engine creates; source columns may not use it.
 INTERNAL_PREFIX = "__dps_"
@@ -97,6 +105,12 @@ def _grid_exact(spec: ClippedSum) -> bool:
     return spec.grid_low == Fraction(spec.clip.low) and spec.grid_high == Fraction(spec.clip.high)
 
 
+def _between_bounds(value: str, prefix: str, low: str = "lo", high: str = "hi") -> str:
+    """``value`` clamped to the parameters ``$<prefix>_lo`` / ``$<prefix>_hi`` by a CASE (NULL stays NULL)."""
+    lo, hi = f"${prefix}_{low}", f"${prefix}_{high}"
+    return f"CASE WHEN {value} < {lo} THEN {lo} WHEN {value} > {hi} THEN {hi} ELSE {value} END"
+
+
 def fixed_point_sum(
     spec: ClippedSum, kind: str, prefix: str, dialect: Dialect = DUCKDB
 ) -> tuple[str, dict[str, object]]:
@@ -111,11 +125,7 @@ def fixed_point_sum(
     are slower here; the FILTER keeps NaN, which compares above every number, from becoming ``high``.
     """
     column = quote(spec.clip.column)
-    value = f"CAST({column} AS DOUBLE)"
-    clipped = (
-        f"CASE WHEN {value} < ${prefix}_lo THEN ${prefix}_lo WHEN {value} > ${prefix}_hi THEN ${prefix}_hi "
-        f"ELSE {value} END"
-    )
+    clipped = _between_bounds(f"CAST({column} AS DOUBLE)", prefix)
     units = f"CAST(round({clipped} * ${prefix}_m) AS BIGINT)"
     params: dict[str, object] = {
         f"{prefix}_lo": spec.clip.low,
@@ -132,6 +142,32 @@ def fixed_point_sum(
         params.update({f"{prefix}_qlo": spec.q_low, f"{prefix}_qhi": spec.q_high})
     total = dialect.exact_sum.format(units)
     return (f"{total} FILTER (WHERE {' AND '.join(present)})" if present else total), params
+
+
+def centered_squares_sum(
+    spec: CenteredSquares, kind: str, prefix: str, dialect: Dialect = DUCKDB
+) -> tuple[str, dict[str, object]]:
+    """The exact sum of squared centred grid units of one clipped column, and its parameters.
+
+    Per row ``q = round(clamp((clip(x) - c) * 2**-e, -k, k))`` (see ``CenteredSquares``), then
+    ``q * q`` as a BIGINT (below 2**62); DuckDB sums BIGINTs in a HUGEINT, so the sum is exact.
+    Missing values add nothing, as in ``fixed_point_sum``.
+    """
+    column = quote(spec.clip.column)
+    clipped = _between_bounds(f"CAST({column} AS DOUBLE)", prefix)
+    scaled = f"(({clipped}) - ${prefix}_c) * ${prefix}_m"
+    bounded = _between_bounds(scaled, prefix, "mk", "k")
+    units = f"CAST(round({bounded}) AS BIGINT)"
+    params: dict[str, object] = {
+        f"{prefix}_lo": spec.clip.low,
+        f"{prefix}_hi": spec.clip.high,
+        f"{prefix}_c": spec.center,
+        f"{prefix}_m": 2.0 ** (-spec.grid_exponent),
+        f"{prefix}_mk": -float(spec.q_max),
+        f"{prefix}_k": float(spec.q_max),
+    }
+    total = dialect.exact_sum.format(f"{units} * {units}")
+    return (f"{total} FILTER (WHERE NOT {dialect.is_nan.format(column)})" if kind == "float" else total), params
 
 
 def count_present_expr(spec: CountPresent, kind: str, dialect: Dialect = DUCKDB) -> str:
@@ -284,6 +320,10 @@ def group_aggregates_query(
             selects.append(f"count(DISTINCT {quote(unit_column)}) AS __dps_a{i}")
         elif isinstance(agg, CountPresent):
             selects.append(f"{count_present_expr(agg, kinds.get(agg.column, 'float'), dialect)} AS __dps_a{i}")
+        elif isinstance(agg, CenteredSquares):
+            expr, p = centered_squares_sum(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
+            selects.append(f"{expr} AS __dps_a{i}")
+            params.update(p)
         else:
             expr, p = fixed_point_sum(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
             selects.append(f"{expr} AS __dps_a{i}")

@@ -149,13 +149,14 @@ def unit_index_query(source: str, columns: Sequence[ColumnInfo], *, unit: Column
     cols = ", ".join(quote(c.name) for c in columns)
     u = quote(unit.name)
     present = f"{u} IS NOT NULL"
-    parts = [f"__dps_public AS (SELECT {cols} FROM {source})", *_with_copies("__dps_public", columns, u)]
+    # Identical rows tie and take adjacent positions in any order: the copies are interchangeable.
+    order = f"{_keyed('index_key', unit_text(unit), f'CAST({ROW_HASH} AS VARCHAR)')}, {ROW_HASH}"
     return (
-        "WITH " + ",\n".join(parts) + f"\nSELECT {cols}, "
+        f"WITH __dps_hashed AS (SELECT {cols}, {row_hash(columns)} AS {ROW_HASH} FROM {source})\nSELECT {cols}, "
         f"CASE WHEN {present} THEN CAST(row_number() OVER __dps_w - 1 AS BIGINT) END AS {POSITION}, "
         f"CASE WHEN {present} THEN CAST(count(*) OVER (PARTITION BY {u}) AS BIGINT) END AS {UNIT_ROWS}, "
         f"CASE WHEN {present} THEN {_keyed('unit_key', unit_text(unit))} END AS {UNIT_HASH} "
-        f"FROM __dps_copied WINDOW __dps_w AS (PARTITION BY {u} ORDER BY {_row_order('index_key', unit)}) "
+        f"FROM __dps_hashed WINDOW __dps_w AS (PARTITION BY {u} ORDER BY {order}) "
         f"ORDER BY {u} NULLS LAST, {POSITION}"
     )
 

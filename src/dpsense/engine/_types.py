@@ -309,6 +309,58 @@ class ClippedSum:
         return self.q_high * self.grid
 
 
+#: Centered squares use grid units below 2**31 (so q**2 < 2**62 fits a signed 64-bit integer).
+SQUARES_UNIT_BITS = 31
+
+
+@dataclass(frozen=True)
+class CenteredSquares:
+    """An exact sum of squared deviations ``(clip(x) - c)**2`` on a grid, ``c`` the midpoint of the bounds.
+
+    Each present value ``x`` becomes the integer ``q = round_half_away(clamp((clip(x) - c) / 2**e,
+    -k, k))`` (clamping to the integers ±k before rounding is the same and keeps an overflow to
+    infinity out of the integer cast) with ``c = low/2 + high/2`` (a double, ``center``) and
+    ``e = grid_exponent`` chosen from the public half-width ``h = (high - low)/2`` so that
+    ``2**29 < k = floor(h / 2**e) < 2**31``; the engine sums
+    ``q * q`` as integers (each below 2**62), so the result is exact and equals
+    ``FixedPointSum(sum q**2, 2 e)``. Every term lies in ``[0, (k 2**e)**2] ⊆ [0, h**2]`` whatever the
+    floating-point rounding of ``clip(x) - c`` (the clamp to ``±k`` makes sure), which is all the
+    sensitivity ``C h**2`` of a variance needs. Missing values (NULL, NaN) add nothing; the grid
+    error per value is at most ``2**e / 2 <= h 2**-31``.
+    """
+
+    clip: Clip
+    name: str = "centered_squares"
+
+    def __post_init__(self) -> None:
+        if not MIN_GRID_EXPONENT <= self.grid_exponent <= MAX_GRID_EXPONENT:
+            raise InvalidBounds(
+                "the clipping bounds of a variance are too close together for a fixed-point grid",
+                (self.clip.low, self.clip.high),
+                "declare bounds at least 2**-960 apart",
+            )
+
+    @property
+    def center(self) -> float:
+        """The public centre ``c`` (a double), the midpoint of the clipping bounds."""
+        return self.clip.low / 2 + self.clip.high / 2
+
+    @property
+    def grid_exponent(self) -> int:
+        """The grid exponent ``e`` of one unit (the sum's units are ``2**(2 e)``)."""
+        half = (Fraction(self.clip.high) - Fraction(self.clip.low)) / 2
+        if half == 0:
+            return 0
+        top = half.numerator.bit_length() - half.denominator.bit_length()  # 2**(top-1) < half < 2**(top+1)
+        return top - (SQUARES_UNIT_BITS - 1)  # so half / 2**e < 2**31
+
+    @property
+    def q_max(self) -> int:
+        """``k``: the largest absolute grid unit of a deviation."""
+        half = (Fraction(self.clip.high) - Fraction(self.clip.low)) / 2
+        return math.floor(half / Fraction(2) ** self.grid_exponent)
+
+
 def count_rows(name: str = "count_rows") -> CountRows:
     """Aggregate: number of rows per group."""
     return CountRows(name)
@@ -329,7 +381,12 @@ def clipped_sum(column: str, *, low: float, high: float, grid_exponent: int, nam
     return ClippedSum(Clip(column, low, high), grid_exponent, name if name is not None else f"sum_{column}")
 
 
-Aggregate = CountRows | CountUnits | CountPresent | ClippedSum
+def centered_squares(column: str, *, low: float, high: float, name: str | None = None) -> CenteredSquares:
+    """Aggregate: exact sum of ``(clip(column, low, high) - (low + high)/2)**2`` on a grid (see ``CenteredSquares``)."""
+    return CenteredSquares(Clip(column, low, high), name if name is not None else f"squares_{column}")
+
+
+Aggregate = CountRows | CountUnits | CountPresent | ClippedSum | CenteredSquares
 
 
 @dataclass(frozen=True)
