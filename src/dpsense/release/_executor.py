@@ -40,6 +40,7 @@ from dpsense.engine import (
     Engine,
     GroupRow,
     Predicate,
+    centered_squares,
     clipped_sum,
     count_present,
     count_rows,
@@ -65,7 +66,6 @@ _REFUSED = {
         "dpsense.mechanisms.smooth_trimmed_mean on an array with a public n (pass noise='cauchy' for pure ε-DP)"
     ),
     AggregateKind.TRIANGLE_COUNT: "dpsense.mechanisms.smooth_triangle_count on a graph (edge-level privacy)",
-    AggregateKind.VARIANCE: "mean and two quantiles",
 }
 
 
@@ -223,15 +223,18 @@ class _Runner:
             return (_ALL_ROWS if self.group_column is not None else 1), [count_units(f"{agg.name}|n")]
         if kind in (AggregateKind.COUNT, AggregateKind.HISTOGRAM):
             return self._rows(steps[0]), [count_rows(f"{agg.name}|n")]
-        if kind in (AggregateKind.SUM, AggregateKind.MEAN):
+        if kind in (AggregateKind.SUM, AggregateKind.MEAN, AggregateKind.VARIANCE):
             low, high = agg.bounds[0]
             column = agg.columns[0]
             grid = _grid(low, high)
             spec = clipped_sum(column, low=float(low), high=float(high), grid_exponent=grid, name=f"{agg.name}|s")
             if kind is AggregateKind.SUM:
                 return self._rows(steps[0]), [spec]
-            # the mean's denominator counts the rows whose value is present, as the clipped sum does
-            return self._rows(steps[0]), [spec, count_present(column, f"{agg.name}|n")]
+            # the denominator counts the rows whose value is present, as the clipped sum does
+            specs: list[Any] = [spec, count_present(column, f"{agg.name}|n")]
+            if kind is AggregateKind.VARIANCE:
+                specs.append(centered_squares(column, low=float(low), high=float(high), name=f"{agg.name}|q"))
+            return self._rows(steps[0]), specs
         return None
 
     def _fetched(self, agg: AggregateIR, steps: list[PlanStep]) -> list[GroupRow]:
@@ -264,6 +267,8 @@ class _Runner:
             return self._sum(agg, steps[0])
         if kind is AggregateKind.MEAN:
             return self._mean(agg, steps)
+        if kind is AggregateKind.VARIANCE:
+            return self._variance(agg, steps)
         if kind in _ORDER_KINDS:
             return self._order_statistic(agg, steps[0])
         if kind is AggregateKind.MIN_DISTANCE:
@@ -327,6 +332,55 @@ class _Runner:
         )
         post = [clamp, "the midpoint when the noisy count is below 1"]
         return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_count.loss]
+
+    def _variance(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+        """Population variance from three noisy releases: centred sum S1, centred squares S2, count N.
+
+        With a = S2/N in [0, h**2] and m = S1/N in [-h, h] (h the public half-width), the estimate is
+        ``clamp(S2^/N^ - clamp(S1^/N^, -h, h)**2, 0, h**2)``. Post-processing of the three releases, so
+        is its error bound: |S2^/N^ - a| <= (b2 + h**2 bn)/N^ and |m^ - m| <= (b1 + h bn)/N^, whence
+        |error| <= (b2 + h**2 bn + 2 h (b1 + h bn)) / N^ (capped at h**2), with each b at 1 - β/3 so the
+        three hold together with probability >= 0.95 (union bound).
+        """
+        low, high = agg.bounds[0]
+        by_part = {s.part: s for s in steps}
+        rows = self._fetched(agg, steps)
+        s_name, n_name, q_name = f"{agg.name}|s", f"{agg.name}|n", f"{agg.name}|q"
+        mid = (low + high) / 2
+        centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
+        squares = np.array([float(r.sums[q_name].value) for r in rows], dtype=np.float64)
+        counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
+        confidence = 1 - (1 - CONFIDENCE) / 3
+        noisy_sum = additive_noise(by_part[StepPart.CENTERED_SUM], centered, confidence=confidence)
+        noisy_squares = additive_noise(by_part[StepPart.CENTERED_SQUARES], squares, confidence=confidence)
+        noisy_count = additive_noise(by_part[StepPart.COUNT], counts, confidence=confidence)
+        half = float(high - low) / 2
+        top = half * half
+        values: list[Any] = []
+        errors: list[float | None] = []
+        for s1, s2, n in zip(
+            np.atleast_1d(noisy_sum.value).astype(np.float64),
+            np.atleast_1d(noisy_squares.value).astype(np.float64),
+            np.atleast_1d(noisy_count.value).astype(np.float64),
+            strict=True,
+        ):
+            if n < 1:
+                values.append(top / 3)  # the variance of a uniform value on the bounds: public
+                errors.append(top)
+                continue
+            m = min(max(float(s1) / n, -half), half)
+            values.append(min(max(float(s2) / n - m * m, 0.0), top))
+            errors.append(_variance_error(noisy_sum, noisy_squares, noisy_count, float(n), half))
+        note = (
+            "population variance (divisor n^) from a noisy centred sum, a noisy sum of squared centred values "
+            "and a noisy count; the error bound uses the released n^: |error| <= (b_sq + h^2 b_n + 2h (b_sum + "
+            "h b_n)) / n^ with h = (U-L)/2 and each b at 98.3%, so it grows as the group shrinks"
+        )
+        post = [
+            f"clamped to [0, ((U-L)/2)^2] = [0, {top:g}]",
+            "the variance of a uniform value on the bounds when the noisy count is below 1",
+        ]
+        return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_squares.loss, noisy_count.loss]
 
     # -- data-dependent statistics -------------------------------------------------------------------
 
@@ -464,6 +518,18 @@ def _accuracy_note(result: MechanismResult) -> str:
     if result.accuracy is None:
         return result.mechanism
     return f"{result.accuracy.noise}: |error| <= bound with probability {result.accuracy.confidence:g} per value"
+
+
+def _variance_error(
+    noisy_sum: MechanismResult, noisy_squares: MechanismResult, noisy_count: MechanismResult, count: float, half: float
+) -> float:
+    top = half * half
+    accuracies = [r.accuracy for r in (noisy_sum, noisy_squares, noisy_count)]
+    bounds = [float(a.error_bound) for a in accuracies if a is not None]
+    if len(bounds) != len(accuracies):
+        return top
+    b1, b2, bn = bounds
+    return float(min((b2 + top * bn + 2 * half * (b1 + half * bn)) / count, top))
 
 
 def _mean_error(noisy_sum: MechanismResult, noisy_count: MechanismResult, count: float, half: float) -> float:
