@@ -160,8 +160,13 @@ def execute(
     unit_column: str,
     salt: bytes,
     engine_key: Callable[[Any], Any],
+    constant_work: int | None = None,
 ) -> Executed:
-    """Run every plan step of ``ir`` on ``table`` (inside the caller's release scope)."""
+    """Run every plan step of ``ir`` on ``table`` (inside the caller's release scope).
+
+    ``constant_work``: when set, every smooth-sensitivity step evaluates exactly that many terms of its
+    family (public work) instead of stopping early on the data.
+    """
     group = ir.group_by[0] if ir.group_by else None
     group_column = None if group is None else group.column
     public_keys = None if group is None else group.keys
@@ -170,6 +175,7 @@ def execute(
     keys = None if public_keys is None else [engine_key(k) for k in public_keys]
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
     runner = _Runner(engine, table, unit_column, salt, where, group_column, keys, ir.max_groups_per_unit, plan)
+    runner.constant_work = constant_work
     runner.prefetch(ir)
     outputs: list[Output] = []
     realised: list[PrivacyLoss] = []
@@ -205,6 +211,7 @@ class _Runner:
         self.group_column, self.keys, self.max_groups, self.plan = group_column, keys, max_groups, plan
         self.views: dict[tuple[int, str | None], BoundedView] = {}
         self.fetched: dict[int, list[GroupRow]] = {}
+        self.constant_work: int | None = None
 
     def prefetch(self, ir: QueryIR) -> None:
         """One ``group_aggregates`` call per bounded view for every additive statistic (one scan, not k)."""
@@ -420,7 +427,9 @@ class _Runner:
         points = points[~np.isnan(points).any(axis=1)]
         eps = step.mechanism_epsilon
         if step.mechanism == "smooth_min_distance":
-            result = mech.smooth_min_distance(points, box=(low, high), adjacency=Adjacency.ADD_REMOVE, epsilon=eps)
+            result = mech.smooth_min_distance(
+                points, box=(low, high), adjacency=Adjacency.ADD_REMOVE, epsilon=eps, constant_work=self.constant_work
+            )
         else:
             result = mech.inverse_sensitivity_min_distance(
                 points, box=(low, high), epsilon=eps, adjacency=Adjacency.ADD_REMOVE

@@ -78,6 +78,7 @@ class Session:
         engine: Engine | None = None,
         allow_test_noise: bool = False,
         owns_ledger: bool = False,
+        constant_work: int | None = None,
     ) -> None:
         if role not in _ROLES:
             raise UsageError("a session's role is 'analyst' or 'steward'", role, "pass role='analyst'")
@@ -90,6 +91,7 @@ class Session:
         self.analyst = analyst
         self.role = role
         self._allow_test_noise = allow_test_noise
+        self._constant_work = _check_constant_work(constant_work)
         self._datasets: dict[str, Dataset] = {}
         if role == "steward":
             ledger.add_analyst(analyst)
@@ -103,8 +105,15 @@ class Session:
         role: str = "analyst",
         engine: Engine | None = None,
         allow_test_noise: bool = False,
+        constant_work: int | None = None,
     ) -> Session:
-        """Open the ledger at ``url`` (``sqlite:///path.db`` or ``postgresql://...``) for ``analyst``."""
+        """Open the ledger at ``url`` (``sqlite:///path.db`` or ``postgresql://...``) for ``analyst``.
+
+        ``constant_work=K`` makes every smooth-sensitivity step evaluate exactly K terms of its
+        sensitivity family plus the tail (public work), so a release's running time does not depend on
+        where the early-stopping rule would have stopped (a timing side channel; the service sets it).
+        """
+        _check_constant_work(constant_work)  # before the ledger is opened
         return cls(
             Ledger.open(url),
             analyst=analyst,
@@ -112,6 +121,7 @@ class Session:
             engine=engine,
             allow_test_noise=allow_test_noise,
             owns_ledger=True,
+            constant_work=constant_work,
         )
 
     def close(self) -> None:
@@ -282,6 +292,7 @@ class Session:
                     unit_column=dataset.profile.unit,
                     salt=random_bytes(_SALT_BYTES),
                     engine_key=_engine_value,
+                    constant_work=self._constant_work,
                 )
             if _pair(executed.total_loss) != _pair(reservation.loss):
                 raise InternalError(f"the steps ran at {executed.total_loss}, not the charged {reservation.loss}")
@@ -436,3 +447,15 @@ def _pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
     if isinstance(loss, PureDP):
         return (loss.epsilon, Fraction(0))
     raise InternalError("a zCDP loss in a (ε, δ) release")
+
+
+def _check_constant_work(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            "constant_work is the number of sensitivity terms every smooth step evaluates",
+            value,
+            "pass a positive integer such as constant_work=4096, or None to stop early",
+        )
+    return value
