@@ -8,7 +8,11 @@
   exhausted) is fast; an answer reads data. Without padding, the response time would tell an
   observer which one happened, and the time of an answer would follow the data more finely. What
   stays visible is which quantum an answer fell in (docs/service.md).
-* **Body limit.** A body over ``max_body_bytes`` is refused with 413 before it is parsed.
+* **Body limit.** A body over ``max_body_bytes`` is refused with 413 before it is parsed: at once
+  when its Content-Length says so, otherwise (``Transfer-Encoding: chunked``) as soon as the chunks
+  read so far pass the limit. The application is then never handed more than the limit plus one
+  chunk, and whatever it answers to the interrupted body (FastAPI's own 400 for a body it could not
+  read) is replaced by the same 413 document; the release route never ran, so nothing is charged.
 * **Bearer check.** A request to ``/v1/`` without an ``Authorization: Bearer`` header is refused with
   401 before its body is read (the token itself is verified against the ledger by the routes).
 * **No tracebacks out.** An unexpected exception becomes a bare 500 JSON error; only the exception's
@@ -25,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.exceptions import HTTPException
+
 from dpsense.service._errors import error_document
 
 Scope = MutableMapping[str, Any]
@@ -36,8 +42,15 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 log = logging.getLogger("dpsense.service")
 
 
-class _TooLarge(Exception):
-    """The body grew past the limit while it was read (no Content-Length)."""
+class _TooLarge(HTTPException):
+    """The body grew past the limit while it was read (no Content-Length).
+
+    An ``HTTPException`` so that the application handles it as a refusal (not a bug to log); its
+    response is replaced by ``Guard`` with the 413 document either way.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(413, "the request body is over the limit")
 
 
 def padded_latency(elapsed: float, *, minimum: float, quantum: float) -> float:
@@ -78,15 +91,23 @@ class Guard:
             return
         start = time.monotonic()
         started = False
+        overflow = False  # the body passed the limit while it was read
+        replaced = False  # the application's response was replaced by the 413
         pad = (scope["method"], scope["path"]) in self._padded
 
         async def guarded_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, replaced
+            if replaced:
+                return  # the rest of the application's answer to a body it was not given
             if message["type"] == "http.response.start":
                 if pad:
                     target = padded_latency(time.monotonic() - start, minimum=self._minimum, quantum=self._quantum)
                     await asyncio.sleep(max(0.0, target - (time.monotonic() - start)))
                 started = True
+                if overflow:
+                    replaced = True
+                    await _respond(send, 413, _too_large(self._limit), {})
+                    return
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -98,11 +119,14 @@ class Guard:
         seen = 0
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, overflow
+            if overflow:
+                raise _TooLarge  # nothing more is read once the body passed the limit
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self._limit:
+                    overflow = True
                     raise _TooLarge
             return message
 
@@ -110,7 +134,7 @@ class Guard:
             await self._app(scope, limited_receive, guarded_send)
         except _TooLarge:
             if not started:
-                await _respond(guarded_send, 413, _too_large(self._limit), {})
+                await guarded_send({"type": "http.response.start", "status": 413, "headers": []})
         except Exception as exc:  # the last line of defence: nothing unexpected leaves
             log.error("unexpected %s", type(exc).__name__)
             if not started:
