@@ -15,8 +15,11 @@ Commands (``dpsense COMMAND --help`` for each):
 Every command but ``audit`` needs the ``cli`` extra (typer, rich, pydantic, PyYAML), imported only
 when such a command runs, so ``import dpsense.cli`` and ``dpsense audit`` work without it. Common
 options: ``--ledger URL`` (env ``DPSENSE_LEDGER``, default ``sqlite:///dpsense.db``), ``--analyst
-NAME`` (env ``DPSENSE_ANALYST``, default the OS user), ``--steward``. Exit codes: 0 ok, 1 a broken
-audit chain or audit, 2 a refusal or bad input, 3 budget exhausted, 4 a charged failure.
+NAME`` (env ``DPSENSE_ANALYST``, default the OS user), ``--steward``; on ``dataset add``, ``release``,
+``preview`` and ``sql`` also ``--engine duckdb|spark`` (env ``DPSENSE_ENGINE``; a release spec may say
+``engine: spark``), ``--spark-master URL`` and ``--spark-collect-limit N`` (Spark needs the ``spark``
+extra). Exit codes: 0 ok, 1 a broken audit chain or audit, 2 a refusal or bad input, 3 budget
+exhausted, 4 a charged failure.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from rich.console import Console
 from dpsense.cli import _output as out
 from dpsense.cli._audit import DEFAULT_SAMPLES
 from dpsense.cli._audit import audit as run_audit
+from dpsense.cli._engine import EngineChoice, EngineName, EngineSettings, choose_engine, open_engine
 from dpsense.cli._errors import exit_code, print_error
 from dpsense.cli._options import KINDS, POLICIES, parse_bounds, parse_choices, parse_counts, parse_keys
 from dpsense.cli._spec import load_policy, load_release_spec
@@ -55,6 +56,27 @@ StewardOpt = Annotated[bool, typer.Option("--steward", help="Act as the data ste
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV on stdout.")]
 SpecArg = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The release spec (YAML).")]
+EngineOpt = Annotated[
+    EngineName | None,
+    typer.Option("--engine", envvar="DPSENSE_ENGINE", help="Where the data is read: duckdb (default) or spark."),
+]
+SparkMasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--spark-master",
+        envvar="DPSENSE_SPARK_MASTER",
+        help="With --engine spark: local[N], spark://HOST:PORT, yarn, k8s://... [default: local[2]].",
+    ),
+]
+SparkCollectLimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--spark-collect-limit",
+        envvar="DPSENSE_SPARK_COLLECT_LIMIT",
+        metavar="N",
+        help="With --engine spark: a public bound on rows collected to the driver [default: 1000000].",
+    ),
+]
 
 
 class AdjacencyChoice(str, Enum):
@@ -89,8 +111,15 @@ def _command() -> Iterator[_IO]:
         raise typer.Exit(exit_code(exc)) from None
 
 
-def _session(ledger: str, analyst: str | None, steward: bool) -> Session:
-    return Session.open(ledger, analyst=analyst or _os_user(), role="steward" if steward else "analyst")
+@contextmanager
+def _session(ledger: str, analyst: str | None, steward: bool, engine: EngineChoice | None = None) -> Iterator[Session]:
+    """A Session on the chosen engine (DuckDB unless told); the engine is closed after the Session."""
+    who, role = analyst or _os_user(), "steward" if steward else "analyst"
+    with (
+        open_engine(engine or EngineChoice()) as built,
+        Session.open(ledger, analyst=who, role=role, engine=built) as s,
+    ):
+        yield s
 
 
 def _os_user() -> str:
@@ -149,6 +178,9 @@ def dataset_add(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
+    spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
     r"""Register a dataset with its budget, public declarations and privacy policy (steward).
 
@@ -175,7 +207,8 @@ def dataset_add(
         policies = parse_choices("--policy", policy or [], POLICIES, "hours=clamp")
         group_caps = parse_counts("--max-groups", max_groups or [], "region=1")
         the_policy = load_policy(privacy_policy)
-        with _session(ledger, analyst, steward) as session:
+        choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
+        with _session(ledger, analyst, steward, choice) as session:
             with io.err.status(f"registering {name!r}: reading and checking the data…"):
                 dataset = session.register_dataset(
                     name,
@@ -223,6 +256,9 @@ def release(
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
     explain: Annotated[bool, typer.Option("--explain", help="Also print the explain report.")] = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
+    spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
     r"""Release the statistics a YAML spec asks for (charged once; the same request again is free).
 
@@ -239,6 +275,8 @@ def release(
           events: {kind: count, max_rows_per_unit: 30}
           hours: {kind: mean, column: hours, bounds: [0, 24]}
           p90: {kind: quantile, column: age, q: 0.9}
+        engine: spark                # optional: duckdb (default) or spark
+        spark_master: local[2]       # optional, spark only; spark_collect_limit: N too
 
     Kinds: count, count_units, sum, mean, variance, median, quantile (q), trimmed_mean
     (trim_fraction), histogram (column, keys), min_distance (columns), triangle_count (columns); each
@@ -247,7 +285,8 @@ def release(
     with _command() as io:
         shape = _format(as_json, as_csv)
         spec, query = load_release_spec(spec_yaml)
-        with _session(ledger, analyst, steward) as session:
+        choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit), spec.engine_settings())
+        with _session(ledger, analyst, steward, choice) as session:
             with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
                 session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
             with io.err.status("releasing: charging the ledger, then reading the data…"):
@@ -278,6 +317,9 @@ def sql_release(
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
     explain: Annotated[bool, typer.Option("--explain", help="Also print the explain report.")] = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
+    spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
     r"""Release a SQL question (the DP subset: aggregates, WHERE on public predicates, GROUP BY public keys).
 
@@ -289,7 +331,8 @@ def sql_release(
     """
     with _command() as io:
         shape = _format(as_json, as_csv)
-        with _session(ledger, analyst, steward) as session:
+        choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
+        with _session(ledger, analyst, steward, choice) as session:
             with io.err.status("releasing: charging the ledger, then reading the data…"):
                 result = session.sql(query, epsilon=epsilon, delta=delta, request_id=request_id)
             status = session.budget(result.record.dataset)
@@ -310,11 +353,15 @@ def preview(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
+    spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
     """Print the plan a release would run (mechanisms, sensitivities, cost), without charging anything."""
     with _command() as io:
         spec, query = load_release_spec(spec_yaml)
-        with _session(ledger, analyst, steward) as session:
+        choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit), spec.engine_settings())
+        with _session(ledger, analyst, steward, choice) as session:
             with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
                 session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
             plan = session.preview(query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n)

@@ -18,6 +18,9 @@ A release spec::
       events: {kind: count, max_rows_per_unit: 30}
       mean_hours: {kind: mean, column: hours, bounds: [0, 24]}
       p90_age: {kind: quantile, column: age, q: 0.9}
+    engine: spark                 # optional: duckdb (default) or spark
+    spark_master: local[2]        # optional, engine spark only: local[N], spark://HOST:PORT, yarn, k8s://...
+    spark_collect_limit: 1000000  # optional, engine spark only: a public bound on rows collected to the driver
 
 Aggregate kinds and their fields: ``count`` (max_rows_per_unit, mechanism), ``count_units``
 (mechanism), ``sum`` / ``mean`` / ``variance`` / ``median`` (column, bounds, max_rows_per_unit,
@@ -37,9 +40,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import StrictInt, field_validator, model_validator
+from pydantic import StrictInt, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from dpsense.cli._engine import ENGINES, MASTER_FORMS, EngineName, EngineSettings, valid_master
 from dpsense.cli._errors import SpecError
 from dpsense.cli._yaml import Number, Scalar, StrictModel, load, unknown_choice
 from dpsense.core.errors import UsageError
@@ -210,6 +214,42 @@ class ReleaseSpec(StrictModel):
     group_by: GroupBySpec | None = None
     max_groups_per_unit: StrictInt | None = None
     aggregates: dict[str, AggregateSpec]
+    engine: EngineName | None = None
+    spark_master: str | None = None
+    spark_collect_limit: StrictInt | None = None
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine(cls, value: Any) -> Any:
+        if value is not None and value not in ENGINES:
+            raise unknown_choice("engine", value, ENGINES)
+        return value
+
+    @field_validator("spark_master", "spark_collect_limit")
+    @classmethod
+    def _spark_only(cls, value: Any, info: ValidationInfo) -> Any:
+        field = info.field_name
+        if value is None:
+            return value
+        if info.data.get("engine") is not EngineName.SPARK:
+            raise PydanticCustomError(
+                "spark_only",
+                "'{field}' is only valid with engine: spark",
+                {"field": field, "fix": f"add engine: spark, or remove {field}:", "input": value},
+            )
+        if field == "spark_master" and not valid_master(value):
+            raise PydanticCustomError(
+                "not_a_master", "not a Spark master URL", {"fix": f"use {MASTER_FORMS}", "input": value}
+            )
+        if field == "spark_collect_limit" and value < 1:
+            raise PydanticCustomError(
+                "not_positive", "must be an integer >= 1", {"fix": "e.g. 1000000", "input": value}
+            )
+        return value
+
+    def engine_settings(self) -> EngineSettings:
+        """The engine settings this spec states (``None`` where it states none)."""
+        return EngineSettings(self.engine, self.spark_master, self.spark_collect_limit)
 
     def query(self) -> Query:
         """The query this spec asks for; a value the query layer refuses names its field."""

@@ -248,3 +248,41 @@ def test_spark_errors_never_carry_their_message() -> None:
     with pytest.raises(InternalError) as err:
         SparkEngine._run(failing)
     assert secret not in str(err.value) and err.value.__cause__ is None
+
+
+def test_a_session_registers_a_spark_dataframe_and_a_table_name(spark: Any, tmp_path: Any) -> None:
+    import dpsense as dp
+    from tests.system.release.support import policy
+
+    frame = spark.createDataFrame(pa.Table.from_pandas(people(), preserve_index=False))
+    frame.createOrReplaceTempView("dpsense_session_people")
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    declared: dict[str, Any] = {
+        "privacy_unit": "person",
+        "bounds": {"hours": (0, 24)},
+        "policies": {"hours": "clamp"},
+        "keys": {"region": ["north", "south", "east", "west"]},
+        "max_rows_per_unit": 3,
+        "budget": dp.Budget(epsilon=4),
+        "policy": policy(),
+    }
+    try:
+        with SparkEngine(spark, collect_limit=100) as engine:
+            session = dp.Session.open(ledger, analyst="steward", role="steward", engine=engine)
+            with session:
+                by_frame = session.register_dataset("people", source=frame, **declared)
+                by_name = session.register_dataset("people_again", source="dpsense_session_people", **declared)
+                assert not by_frame.linked and by_name.linked  # the same rows: one budget, whatever the source
+                assert by_name.name == "people" and session.datasets() == ["people"]
+                query = by_frame.query().group_by("region").agg(n=dp.count(), h=dp.mean("hours"))
+                result = session.release(query, epsilon=1)
+                assert sorted(result.table["region"]) == sorted(["north", "south", "east", "west"])
+        # A later session (another engine) attaches the snapshot from the table name, checked by fingerprint.
+        with (
+            SparkEngine(spark, collect_limit=100) as engine,
+            dp.Session.open(ledger, analyst="steward", engine=engine) as later,
+        ):
+            later.dataset("people", source="dpsense_session_people")
+            assert later.release(query, epsilon=1).cached
+    finally:
+        spark.catalog.dropTempView("dpsense_session_people")
