@@ -17,7 +17,7 @@ from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
 from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
 from dpsense.query._schema import Bounds, Column, ColumnKind, Schema
-from dpsense.query._values import PublicValue, Value, normalise, normalise_set, positive_int
+from dpsense.query._values import PublicValue, Value, normalise, normalise_set, positive_int, sort_key, tagged
 
 _FILTERABLE = frozenset({ColumnKind.NUMERIC, ColumnKind.INTEGER, ColumnKind.CATEGORICAL})
 _GROUPABLE = frozenset({ColumnKind.INTEGER, ColumnKind.CATEGORICAL})
@@ -163,6 +163,17 @@ def _keys(keys: tuple[PublicValue, ...] | None, column: Column) -> tuple[Value, 
     return normalise_set(keys, numeric=column.kind.is_numeric, what=f"keys of {column.name!r}")
 
 
+def _vertex_set(columns: tuple[Column, ...]) -> tuple[Value, ...] | None:
+    """The public vertex set of a triangle count: the declared keys of its two edge columns, together.
+
+    ``None`` when a column has no declared keys (the release system then refuses to run it).
+    """
+    if any(c.keys is None for c in columns):
+        return None
+    union = {tagged(v): v for c in columns for v in c.keys or ()}.values()
+    return tuple(sorted(union, key=sort_key))
+
+
 def _resolve_aggregates(
     specs: tuple[tuple[str, Aggregate], ...], groups: tuple[GroupByIR, ...], schema: Schema
 ) -> tuple[AggregateIR, ...]:
@@ -198,6 +209,7 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
         bounds = _bounds(name, kind, columns, spec.bounds)
     elif kind is AggregateKind.TRIANGLE_COUNT:
         _require_kind(name, kind, columns, lambda k: k is ColumnKind.EDGE, "edge")
+        keys = _vertex_set(columns)
     return AggregateIR(
         name=name,
         kind=kind,

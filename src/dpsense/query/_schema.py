@@ -98,9 +98,15 @@ class Schema:
         declared_keys = {}
         for name, values in (keys or {}).items():
             kind = self._known(kinds, name, "keys")
-            if kind not in (ColumnKind.CATEGORICAL, ColumnKind.INTEGER):
-                raise UsageError("public keys belong to categorical or integer columns", name, "drop these keys")
-            declared_keys[name] = normalise_set(values, numeric=kind.is_numeric, what=f"keys of {name!r}")
+            if kind not in (ColumnKind.CATEGORICAL, ColumnKind.INTEGER, ColumnKind.EDGE):
+                raise UsageError(
+                    "public keys belong to categorical, integer or edge columns (an edge column's keys are the "
+                    "public vertex set)",
+                    name,
+                    "drop these keys",
+                )
+            numeric = kind.is_numeric or (kind is ColumnKind.EDGE and _all_numbers(values))
+            declared_keys[name] = normalise_set(values, numeric=numeric, what=f"keys of {name!r}")
         for name in declared_bounds:
             if self._known(kinds, name, "bounds") not in BOUNDED_KINDS:
                 raise UsageError("bounds belong to numeric, integer or point columns", name, "drop these bounds")
@@ -155,3 +161,11 @@ class Schema:
 
     def __repr__(self) -> str:
         return f"Schema({', '.join(f'{c.name}:{c.kind.value}' for c in self.columns)})"
+
+
+def _all_numbers(values: object) -> bool:
+    """True when ``values`` is a list of numbers (vertex ids of an edge column may be numbers or strings)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        return False
+    items = list(values)
+    return bool(items) and all(isinstance(v, int | float | Fraction) and not isinstance(v, bool) for v in items)

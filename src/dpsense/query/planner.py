@@ -217,7 +217,9 @@ def plan(
         row_level = agg.kind not in _GLOBAL_KINDS
         run_eps = share / rows if row_level and rows is not None else share
         choice = choose(agg, mechanism_epsilon=run_eps, delta=dlt)
-        drafts.extend((agg, part, choice, rows) for part in parts[agg.name])
+        drafts.extend(
+            (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(agg, part) else choice, rows) for part in parts[agg.name]
+        )
     k_delta = sum(1 for _, _, c, _ in drafts if c.uses_delta)
     if dlt > 0 and k_delta == 0:
         raise UsageError(
@@ -233,6 +235,16 @@ def plan(
     result = Plan(ir.dataset, ir.fingerprint(), adj, requested, n, tuple(steps))
     assert_loss_equals(result, requested)
     return result
+
+
+#: The count step that gives a data-dependent statistic its public n (Laplace, global sensitivity C).
+_PUBLIC_N_COUNT = Choice(
+    "laplace", "default", "a noisy count of the present values, used as the public n of the statistic"
+)
+
+
+def _is_public_n_count(agg: AggregateIR, part: StepPart) -> bool:
+    return part is StepPart.COUNT and agg.kind not in _GLOBAL_KINDS
 
 
 def assert_loss_equals(plan: Plan, requested: PrivacyLoss) -> None:
@@ -282,6 +294,10 @@ def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
 def _parts(agg: AggregateIR, adj: Adjacency, n: int | None, grouped: bool) -> tuple[StepPart, ...]:
     if agg.kind is AggregateKind.VARIANCE:
         return (StepPart.CENTERED_SUM, StepPart.CENTERED_SQUARES, StepPart.COUNT)
+    if agg.kind is AggregateKind.TRIMMED_MEAN:
+        # the number of values is private after bounding: a noisy count becomes the public n to which
+        # the values are resized (sensitivity/public_n.py), then the trimmed mean is released
+        return (StepPart.COUNT, StepPart.VALUE)
     if agg.kind is not AggregateKind.MEAN:
         return (StepPart.VALUE,)
     if adj is Adjacency.REPLACE and n is not None and not grouped:

@@ -52,6 +52,8 @@ from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
 from dpsense.noise import exact
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
 from dpsense.sensitivity import Sqrt
+from dpsense.sensitivity.graph import UndirectedGraph
+from dpsense.sensitivity.public_n import resize_to_public_n
 
 #: Confidence of the reported error bounds (each released value's |error| stays below it w.p. >= 0.95).
 CONFIDENCE = 0.95
@@ -61,12 +63,7 @@ _ALL_ROWS = (1 << 31) - 1
 _SUM_GRID_BITS = 40
 
 _ORDER_KINDS = (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
-_REFUSED = {
-    AggregateKind.TRIMMED_MEAN: (
-        "dpsense.mechanisms.smooth_trimmed_mean on an array with a public n (pass noise='cauchy' for pure ε-DP)"
-    ),
-    AggregateKind.TRIANGLE_COUNT: "dpsense.mechanisms.smooth_triangle_count on a graph (edge-level privacy)",
-}
+_REFUSED: dict[AggregateKind, str] = {}
 
 
 @dataclass
@@ -114,6 +111,15 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
                 agg.name,
                 f"release it alone, or use group_by({agg.columns[0]!r}, keys=[...]).agg({agg.name}=count())",
             )
+        if agg.kind is AggregateKind.TRIANGLE_COUNT:
+            if ir.group_by:
+                raise UnsupportedRequest("a triangle count is released for the whole graph", agg.name, "drop group_by")
+            if agg.keys is None:
+                raise UnsupportedRequest(
+                    f"the triangle count {agg.name!r} needs the public vertex set",
+                    list(agg.columns),
+                    "declare it at registration as keys of both edge columns, e.g. keys={'src': ids, 'dst': ids}",
+                )
         if agg.kind is AggregateKind.MIN_DISTANCE:
             if plan.adjacency is not Adjacency.ADD_REMOVE:
                 raise UnsupportedRequest(
@@ -176,6 +182,7 @@ def execute(
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
     runner = _Runner(engine, table, unit_column, salt, where, group_column, keys, ir.max_groups_per_unit, plan)
     runner.constant_work = constant_work
+    runner.engine_key = engine_key
     runner.prefetch(ir)
     outputs: list[Output] = []
     realised: list[PrivacyLoss] = []
@@ -212,6 +219,7 @@ class _Runner:
         self.views: dict[tuple[int, str | None], BoundedView] = {}
         self.fetched: dict[int, list[GroupRow]] = {}
         self.constant_work: int | None = None
+        self.engine_key: Callable[[Any], Any] = lambda value: value
 
     def prefetch(self, ir: QueryIR) -> None:
         """One ``group_aggregates`` call per bounded view for every additive statistic (one scan, not k)."""
@@ -280,6 +288,10 @@ class _Runner:
             return self._order_statistic(agg, steps[0])
         if kind is AggregateKind.MIN_DISTANCE:
             return self._min_distance(agg, steps[0])
+        if kind is AggregateKind.TRIMMED_MEAN:
+            return self._trimmed_mean(agg, steps)
+        if kind is AggregateKind.TRIANGLE_COUNT:
+            return self._triangle_count(agg, steps[0])
         raise InternalError(f"no executor for {kind.value}")  # check_executable refuses these first
 
     # -- additive statistics -------------------------------------------------------------------------
@@ -437,6 +449,105 @@ class _Runner:
         _check_result_loss(result, PureDP(eps), step)
         note = f"{step.mechanism}: the noise scale depends on the data, so no error bound is published"
         return Output(agg.name, [float(result.value)], [None], note), [_group_privacy(eps, self._rows(step))]
+
+    def _record_changes(self) -> int:
+        """Record-level changes one of a unit's C rows stands for: 1 under add/remove, 2 under replace.
+
+        A unit keeps at most C rows; adding or removing it adds or removes them, and replacing it
+        removes its rows and adds at most C others, so each of the C steps of group privacy is at
+        most one removal and one addition (two replacements once resized to a public n).
+        """
+        return 2 if self.plan.adjacency is Adjacency.REPLACE else 1
+
+    def _trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+        """A noisy count as the public n, then the trimmed mean of the values resized to that n.
+
+        Step 1 (global sensitivity, Laplace): n^ = max(1, round(noisy count of present values)), a
+        release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
+        or trimming alternately, so one added or removed record is at most one replacement) with
+        m = floor(t n^) values trimmed at each end: smooth sensitivity with Cauchy noise (Bun-Steinke
+        2019; Nissim-Raskhodnikova-Smith 2007) or inverse sensitivity, at ε / C per record group of
+        ``_record_changes`` record changes, so group privacy gives the step's ε for a unit. Public
+        groups compose in parallel, each with its own n^.
+        """
+        by_part = {s.part: s for s in steps}
+        count_step, value_step = by_part[StepPart.COUNT], by_part[StepPart.VALUE]
+        low, high = (float(b) for b in agg.bounds[0])
+        t = agg.trim_fraction
+        if t is None:
+            raise InternalError("a trimmed mean without a trim fraction")
+        view = self.view(self._rows(value_step))
+        groups = [g[:, 0][~np.isnan(g[:, 0])] for g in self._values_by_group(view, [agg.columns[0]])]
+        noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
+        public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
+        eps = value_step.mechanism_epsilon
+        per_record = eps / self._record_changes()
+        values: list[Any] = []
+        for x, n in zip(groups, public_ns, strict=True):
+            trim = math.floor(t * n)
+            if value_step.mechanism == "smooth_trimmed_mean":
+                result = mech.smooth_trimmed_mean(
+                    x,
+                    trim=trim,
+                    bounds=(low, high),
+                    noise="cauchy",
+                    epsilon=eps,
+                    adjacency=Adjacency.ADD_REMOVE,
+                    public_n=n,
+                    max_records_per_unit=self._record_changes(),
+                    constant_work=self.constant_work,
+                )
+                _check_result_loss(result, PureDP(eps), value_step)
+            else:
+                resized = resize_to_public_n(x, public_n=n, bounds=(low, high))
+                result = mech.inverse_sensitivity_trimmed_mean(
+                    resized, trim=trim, bounds=(low, high), epsilon=per_record
+                )
+                _check_result_loss(result, PureDP(per_record), value_step)
+            values.append(float(result.value))
+        note = (
+            f"{value_step.mechanism} on the values resized to the released noisy count n^ (trimming floor({float(t):g} "
+            "n^) values at each end); the noise scale depends on the data, so no error bound is published"
+        )
+        post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
+        loss = _group_privacy(eps, self._rows(value_step))
+        return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, loss]
+
+    def _triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+        """Triangles of the graph on the public vertex set whose edges are the bounded rows (edge-level DP).
+
+        Each kept row is an undirected edge; rows with an endpoint outside the public vertex set, self
+        loops and repeated edges are dropped (a rule on each row alone), so one unit changes at most C
+        edges (2C under replace). The mechanism runs edge-level at ε / (C x record changes): group privacy.
+        """
+        vertices = [self.engine_key(v) for v in agg.keys or ()]
+        index = {v: i for i, v in enumerate(vertices)}
+        data = self.engine.collect(self.view(self._rows(step)), columns=list(agg.columns))
+        src, dst = (data[c] for c in agg.columns)
+        pairs = {
+            (min(a, b), max(a, b))
+            for a, b in ((index.get(_scalar(u)), index.get(_scalar(w))) for u, w in zip(src, dst, strict=True))
+            if a is not None and b is not None and a != b
+        }
+        edges = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+        graph = UndirectedGraph(edges, num_vertices=max(len(vertices), 1))
+        eps = step.mechanism_epsilon / self._record_changes()
+        top = float(math.comb(len(vertices), 3))
+        if step.mechanism == "smooth_triangle_count":
+            result = mech.smooth_triangle_count(
+                graph, privacy_unit="edge", epsilon=eps, constant_work=self.constant_work, count_bound=top
+            )
+        else:
+            result = mech.inverse_sensitivity_triangle_count(graph, privacy_unit="edge", count_bound=top, epsilon=eps)
+        _check_result_loss(result, PureDP(eps), step)
+        note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
+        loss = _group_privacy(eps * self._record_changes(), self._rows(step))
+        return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy scalar as the Python value the public vertex keys use."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 # -- mechanisms --------------------------------------------------------------------------------------

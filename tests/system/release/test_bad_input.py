@@ -45,7 +45,7 @@ BAD_QUERIES: dict[str, tuple[Callable[[dp.Dataset], dp.Query], dict[str, object]
     "over the per-release cap": (lambda d: d.query().agg(n=dp.count()), {"epsilon": 3}, InvalidPrivacyParameter, "cap"),
     "unused delta": (lambda d: d.query().agg(n=dp.count()), {"delta": 1e-9}, UsageError, "no step"),
     "unknown mechanism": (lambda d: d.query().agg(n=dp.count(mechanism="lapalce")), {}, UsageError, "one of"),
-    "trimmed mean": (lambda d: d.query().agg(t=dp.trimmed_mean("hours", 0.1)), {}, UsageError, "smooth_trimmed_mean"),
+    "trim fraction of one half": (lambda d: d.query().agg(t=dp.trimmed_mean("hours", 0.5)), {}, UsageError, "0.5"),
     "histogram with other statistics": (
         lambda d: d.query().agg(h=dp.histogram("region", keys=["north"]), n=dp.count()),
         {},

@@ -56,13 +56,22 @@ def test_default_mechanism_per_statistic(schema: Schema, epsilon: object) -> Non
     quant = one(schema, q.quantile("age", "0.9"), **kw).mechanism
     assert quant == ("inverse_sensitivity_order_statistic" if big else "em_quantile")
     for agg, name in [
-        (q.trimmed_mean("hours", "0.1"), "smooth_trimmed_mean"),
         (q.min_distance(["x", "y"]), "smooth_min_distance"),
         (q.triangle_count(["src", "dst"]), "smooth_triangle_count"),
     ]:
         step = one(schema, agg, **kw)
         assert (step.mechanism, step.noise, step.sensitivity) == (name, "cauchy", None)
         assert step.loss == PureDP(Fraction(str(epsilon)))
+    # the trimmed mean: a Laplace count (its public n), then the smooth release, ε/2 each
+    count, value = plan(build(schema, a=q.trimmed_mean("hours", "0.1")), **kw).steps  # type: ignore[arg-type]
+    assert (count.part, count.mechanism, count.sensitivity) == (StepPart.COUNT, "laplace", 1)
+    assert (value.part, value.mechanism, value.noise, value.sensitivity) == (
+        StepPart.VALUE,
+        "smooth_trimmed_mean",
+        "cauchy",
+        None,
+    )
+    assert count.loss == value.loss == PureDP(Fraction(str(epsilon)) / 2)
 
 
 def test_median_threshold_uses_the_epsilon_the_mechanism_runs_with(schema: Schema) -> None:
