@@ -154,6 +154,16 @@ class SparkEngine:
         engine._owns_session = owns
         return engine
 
+    @property
+    def collect_limit(self) -> int | None:
+        """The public default bound of ``collect`` (``None``: every ``collect`` must pass ``max_rows``).
+
+        A caller that knows a public bound on a view's rows (the policy's population times the
+        contribution bound) can compare it with this before charging: a view found to hold more rows
+        after reading is a charged failure, a bound found too small beforehand is a free refusal.
+        """
+        return self._collect_limit
+
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def __enter__(self) -> SparkEngine:

@@ -164,6 +164,7 @@ def test_collect_needs_a_public_bound_and_charges_a_discovered_excess(spark: Any
         assert isinstance(exceeded.value, DPSenseError) and not isinstance(exceeded.value, UsageError)
         assert "10" not in str(exceeded.value)  # the true number of rows is not in the error
     with SparkEngine(spark, collect_limit=3) as limited:
+        assert limited.collect_limit == 3 and SparkEngine(spark).collect_limit is None
         limited.register("t", people())
         view = limited.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
         with pytest.raises(CollectLimitExceeded):
