@@ -26,6 +26,7 @@ from dpsense.mechanisms.local_estimators import (
     estimate_counts_oue,
     estimate_proportion_rr,
 )
+from dpsense.mechanisms.partition_selection import PartitionSelection, select_partitions
 from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_with_family
 from dpsense.mechanisms.ptr_statistics import (
     ptr_min_distance,
@@ -47,6 +48,7 @@ from dpsense.mechanisms.subsample_aggregate import subsample_and_aggregate
 __all__ = [
     "Accuracy",
     "MechanismResult",
+    "PartitionSelection",
     "Refusal",
     "clipped_mean",
     "discrete_gaussian",
@@ -75,6 +77,7 @@ __all__ = [
     "ptr_with_family",
     "randomized_response",
     "report_noisy_max",
+    "select_partitions",
     "smooth_median",
     "smooth_min_distance",
     "smooth_quantile",

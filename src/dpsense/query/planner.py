@@ -69,6 +69,7 @@ class StepPart(str, Enum):
     CENTERED_SUM = "centered_sum"
     CENTERED_SQUARES = "centered_squares"
     COUNT = "count"
+    KEYS = "keys"  # private partition selection of a grouping's keys
 
 
 @dataclass(frozen=True)
@@ -201,15 +202,10 @@ def plan(
     dlt = check_delta(delta)
     adj = Adjacency.parse(adjacency)
     n = _check_public_n(public_n, adj)
-    if ir.needs_partition_selection:
-        raise UnsupportedRequest(
-            "the planner needs public keys for every grouping and histogram",
-            [g.column for g in ir.group_by if g.keys is None] + [a.name for a in ir.aggregates if a.keys is None],
-            "declare the keys, e.g. group_by('region', keys=[...]) or histogram('region', keys=[...])",
-        )
+    selecting = _keys_to_select(ir, dlt)
     grouped = bool(ir.group_by)
     parts = {a.name: _parts(a, adj, n, grouped) for a in ir.aggregates}
-    k = sum(len(p) for p in parts.values())
+    k = sum(len(p) for p in parts.values()) + (1 if selecting else 0)
     share = eps / k
     drafts: list[tuple[AggregateIR, StepPart, Choice, int | None]] = []
     for agg in ir.aggregates:
@@ -220,7 +216,7 @@ def plan(
         drafts.extend(
             (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(agg, part) else choice, rows) for part in parts[agg.name]
         )
-    k_delta = sum(1 for _, _, c, _ in drafts if c.uses_delta)
+    k_delta = sum(1 for _, _, c, _ in drafts if c.uses_delta) + (1 if selecting else 0)
     if dlt > 0 and k_delta == 0:
         raise UsageError(
             "delta > 0 was given but no step of this plan uses it",
@@ -228,6 +224,8 @@ def plan(
             "pass delta=0 for a pure ε-DP release, or ask for mechanism='gaussian'",
         )
     steps = []
+    if selecting:
+        steps.append(_selection_step(ir, adj, ApproxDP(share, dlt / k_delta)))
     for agg, part, choice, rows in drafts:
         loss: PureDP | ApproxDP = ApproxDP(share, dlt / k_delta) if choice.uses_delta else PureDP(share)
         steps.append(_step(agg, part, choice, rows, ir.max_groups_per_unit, adj, n, grouped, loss))
@@ -245,6 +243,65 @@ _PUBLIC_N_COUNT = Choice(
 
 def _is_public_n_count(agg: AggregateIR, part: StepPart) -> bool:
     return part is StepPart.COUNT and agg.kind not in _GLOBAL_KINDS
+
+
+#: The guarantee of the partition-selection step (dpsense.mechanisms.partition_selection).
+PARTITION_SELECTION_THEOREM = (
+    "thresholded discrete Laplace on distinct-unit counts, Korolova et al. 2009 and Wilson et al. 2020"
+)
+
+
+def _keys_to_select(ir: QueryIR, delta: Fraction) -> bool:
+    """True when the grouping's keys must be released privately first; refusals name the fix."""
+    if not ir.needs_partition_selection:
+        return False
+    histograms = [a.name for a in ir.aggregates if a.needs_partition_selection]
+    if histograms:
+        raise UnsupportedRequest(
+            "a histogram needs public keys",
+            histograms,
+            "declare the keys, or release group_by(column).agg(n=count()) with delta > 0 to select them privately",
+        )
+    columns = [g.column for g in ir.group_by if g.keys is None]
+    if delta == 0:
+        raise UsageError(
+            "the keys of a grouping without public keys are released by private partition selection, which "
+            "needs delta > 0",
+            columns,
+            "pass delta > 0 (e.g. 1e-8, well below 1/population), or declare the keys at registration",
+        )
+    if ir.max_groups_per_unit is None:
+        raise UsageError(
+            "private partition selection needs a bound on the keys one unit may touch",
+            columns,
+            "declare it with Query(...).max_groups_per_unit(k), or register the dataset with "
+            "max_groups_per_unit={column: k}",
+        )
+    return True
+
+
+def _selection_step(ir: QueryIR, adj: Adjacency, loss: ApproxDP) -> PlanStep:
+    groups = ir.max_groups_per_unit
+    if groups is None:  # _keys_to_select refuses this first
+        raise InternalError("partition selection without max_groups_per_unit")
+    column = ir.group_by[0].column
+    return PlanStep(
+        output=column,
+        part=StepPart.KEYS,
+        statistic=AggregateKind.COUNT_UNITS,
+        mechanism="partition_selection",
+        noise=None,
+        theorem=PARTITION_SELECTION_THEOREM,
+        chosen_by="default",
+        reason=f"the keys of {column!r} are not public: only keys with enough units are released",
+        adjacency=adj,
+        max_rows_per_unit=None,
+        max_groups_per_unit=groups,
+        sensitivity=Fraction(2 * groups if adj is Adjacency.REPLACE else groups),
+        norm=Norm.L1,
+        loss=loss,
+        mechanism_epsilon=loss.epsilon,
+    )
 
 
 def assert_loss_equals(plan: Plan, requested: PrivacyLoss) -> None:
@@ -404,6 +461,7 @@ _PART_TEXT = {
     StepPart.CENTERED_SUM: ", part 'noisy centered sum'",
     StepPart.COUNT: ", part 'noisy count'",
     StepPart.CENTERED_SQUARES: ", part 'noisy sum of squared centered values' of the variance",
+    StepPart.KEYS: " of each key, part 'released keys' (private partition selection)",
 }
 
 

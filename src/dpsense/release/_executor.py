@@ -183,15 +183,21 @@ def execute(
     runner = _Runner(engine, table, unit_column, salt, where, group_column, keys, ir.max_groups_per_unit, plan)
     runner.constant_work = constant_work
     runner.engine_key = engine_key
-    runner.prefetch(ir)
     outputs: list[Output] = []
     realised: list[PrivacyLoss] = []
+    released_keys: list[Any] | None = None if public_keys is None else list(public_keys)
+    selection = next((s for s in plan.steps if s.part is StepPart.KEYS), None)
+    if selection is not None:
+        selected, loss = runner.select_keys(selection)
+        runner.keys = released_keys = selected
+        realised.append(loss)
+    runner.prefetch(ir)
     for agg in ir.aggregates:
         steps = [s for s in plan.steps if s.output == agg.name]
         output, losses = runner.run(agg, steps)
         outputs.append(output)
         realised.extend(losses)
-    return Executed(group_column, None if public_keys is None else list(public_keys), outputs, realised)
+    return Executed(group_column, released_keys, outputs, realised)
 
 
 def _predicate(column: str, op: str, value: Any, engine_key: Callable[[Any], Any]) -> Predicate:
@@ -449,6 +455,30 @@ class _Runner:
         _check_result_loss(result, PureDP(eps), step)
         note = f"{step.mechanism}: the noise scale depends on the data, so no error bound is published"
         return Output(agg.name, [float(result.value)], [None], note), [_group_privacy(eps, self._rows(step))]
+
+    def select_keys(self, step: PlanStep) -> tuple[list[Any], PrivacyLoss]:
+        """The grouping's keys by private partition selection (``mechanisms.partition_selection``).
+
+        Candidates are the keys present in the rows bounded to ``max_groups_per_unit`` keys per unit;
+        each is kept iff its distinct-unit count plus discrete Laplace noise reaches the public
+        threshold. A NULL key is never a candidate. The kept keys are sorted (type, value), a public
+        order; they are a release, so the later steps use them as public keys.
+        """
+        if self.group_column is None or step.max_groups_per_unit is None or not isinstance(step.loss, ApproxDP):
+            raise InternalError("partition selection without a grouping, a group bound or δ")
+        rows = self.engine.group_aggregates(
+            self.view(_ALL_ROWS), group_column=self.group_column, keys=None, aggregates=[count_units("units")]
+        )
+        candidates = [(r.key, r.counts["units"]) for r in rows if r.key is not None]
+        chosen = mech.select_partitions(
+            np.array([c for _, c in candidates], dtype=np.int64),
+            max_partitions_per_unit=step.max_groups_per_unit,
+            replace=self.plan.adjacency is Adjacency.REPLACE,
+            epsilon=step.mechanism_epsilon,
+            delta=step.loss.delta,
+        )
+        kept = [key for (key, _), keep in zip(candidates, chosen.keep, strict=True) if keep]
+        return sorted(kept, key=lambda k: (type(k).__name__, k)), chosen.loss
 
     def _record_changes(self) -> int:
         """Record-level changes one of a unit's C rows stands for: 1 under add/remove, 2 under replace.

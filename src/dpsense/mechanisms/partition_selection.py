@@ -1,0 +1,109 @@
+"""Private partition selection: release the group keys of a table whose keys are not public.
+
+Guarantee: (ε, δ)-DP under add/remove or replace of one privacy unit, when each unit contributes to
+at most k partitions (the caller bounds groups per unit before counting).
+
+Mechanism (Korolova-Kenthapadi-Mishra-Ntoulas 2009; Wilson et al. 2020, "Differentially Private SQL
+with Bounded User Contribution", section 3): for every key present in the bounded data, its number of
+distinct units c gets discrete Laplace noise Z of scale Δ/ε (``geometric``), Δ the L1 sensitivity of
+the vector of unit counts (k under add/remove, 2k under replace); the key is released iff
+c + Z >= τ, with the integer threshold
+
+    τ = 1 + m,   m = ceil( ln(k / (δ (1 + a))) / (ε / Δ) ),   a = exp(-ε / Δ).
+
+Proof sketch. Neighbours x, x' (x' with the unit u, or u replaced). (1) On the keys present in both,
+the noisy counts are the geometric mechanism on a vector of L1 sensitivity Δ: ε-DP, and the released
+set is a function of them (post-processing). (2) A key present only in x' exists because of u alone,
+so its count is exactly 1 there; it is released with probability P[Z >= m] = a^m / (1 + a) (for the
+two-sided geometric law p(z) = (1 - a)/(1 + a) a^|z|). u creates at most k such keys, so the chance of
+releasing any of them is at most k a^m / (1 + a) <= δ by the choice of m. Keys present only in x are
+symmetric. Together: P[M(x) ∈ S] <= e^ε P[M(x') ∈ S] + δ for every set S of outputs. The threshold
+uses only public values (k, ε, δ), and the noisy counts themselves are never returned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpsense.core.errors import UsageError
+from dpsense.core.numbers import NumberLike
+from dpsense.core.privacy_loss import ApproxDP, check_delta, check_epsilon
+from dpsense.mechanisms.discrete import geometric
+
+__all__ = ["PartitionSelection", "partition_threshold", "select_partitions"]
+
+
+@dataclass(frozen=True)
+class PartitionSelection:
+    """Which candidate keys are released, the public threshold and the privacy loss."""
+
+    keep: NDArray[np.bool_]
+    threshold: int
+    loss: ApproxDP
+    guarantee: str
+
+
+def partition_threshold(*, sensitivity: int, max_partitions_per_unit: int, epsilon: Fraction, delta: Fraction) -> int:
+    """The integer threshold τ = 1 + ceil(ln(k / (δ (1 + a))) / (ε / Δ)), a = exp(-ε / Δ) (module docstring).
+
+    Computed in floating point and then checked: the returned τ satisfies k a^(τ-1) / (1 + a) <= δ
+    (raised by one while the check fails), so rounding can only make the selection more conservative.
+    """
+    k, rate = max_partitions_per_unit, float(epsilon) / sensitivity
+    a = math.exp(-rate)
+    m = max(0, math.ceil(math.log(k / (float(delta) * (1 + a))) / rate))
+    while k * math.exp(-rate * m) / (1 + a) > float(delta):
+        m += 1
+    return 1 + m
+
+
+def select_partitions(
+    unit_counts: ArrayLike,
+    *,
+    max_partitions_per_unit: int,
+    replace: bool,
+    epsilon: NumberLike,
+    delta: NumberLike,
+) -> PartitionSelection:
+    """Keep each candidate key whose unit count plus discrete Laplace noise reaches the threshold.
+
+    Args:
+        unit_counts: distinct privacy units per candidate key (every key present in the data, after
+            bounding each unit to ``max_partitions_per_unit`` keys).
+        max_partitions_per_unit: k, the public bound on keys per unit.
+        replace: True under replace adjacency (Δ = 2k), False under add/remove (Δ = k).
+        epsilon: the step's ε.
+        delta: the step's δ (> 0: a key seen with one unit only is released with probability <= δ / k).
+
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    if dlt == 0:
+        raise UsageError(
+            "partition selection needs delta > 0 (a key seen only with one unit is released with some chance)",
+            0,
+            "pass delta > 0 to the release, or declare the group keys at registration",
+        )
+    k = max_partitions_per_unit
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UsageError("max_partitions_per_unit must be an integer >= 1", k, "declare max_groups_per_unit")
+    counts = np.asarray(unit_counts, dtype=np.int64).reshape(-1)
+    if counts.size and counts.min() < 1:
+        raise UsageError("candidate keys have at least one unit", int(counts.min()), "pass only keys present")
+    sensitivity = 2 * k if replace else k
+    threshold = partition_threshold(sensitivity=sensitivity, max_partitions_per_unit=k, epsilon=eps, delta=dlt)
+    if counts.size == 0:
+        keep = np.zeros(0, dtype=np.bool_)
+    else:
+        noisy = np.atleast_1d(np.asarray(geometric(counts, sensitivity=sensitivity, epsilon=eps).value))
+        keep = noisy >= threshold
+    guarantee = (
+        f"({float(eps):g}, {float(dlt):g})-DP partition selection: discrete Laplace of scale {sensitivity}/ε on "
+        f"distinct-unit counts, threshold {threshold} (Korolova et al. 2009; Wilson et al. 2020)"
+    )
+    return PartitionSelection(keep=keep, threshold=threshold, loss=ApproxDP(eps, dlt), guarantee=guarantee)

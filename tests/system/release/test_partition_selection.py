@@ -1,0 +1,62 @@
+"""Private partition selection through the Session: group keys that are not public, released with δ > 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpsense as dp
+from dpsense.core import ApproxDP
+from tests.system.release.support import planted, register
+
+
+@pytest.fixture
+def steward(tmp_path: Path) -> Iterator[dp.Session]:
+    with dp.Session.open(f"sqlite:///{tmp_path / 'ledger.db'}", analyst="steward", role="steward") as session:
+        yield session
+
+
+def cities() -> pd.DataFrame:
+    """Large cities (hundreds of persons), and rare ones with a single person each."""
+    big = {f"city{i}": 400 for i in range(5)}
+    rare = {f"rare{i}": 1 for i in range(40)}
+    names = [c for c, n in {**big, **rare}.items() for _ in range(n)]
+    persons = np.arange(len(names))
+    return pd.DataFrame(
+        {"person_id": [f"p{p}" for p in persons], "city": names, "hours": (persons % 24).astype(float), "age": 30}
+    )
+
+
+def test_keys_without_public_list_are_selected_privately(steward: dp.Session) -> None:
+    events = register(steward, cities(), keys={}, max_groups_per_unit={"city": 1})
+    query = events.query().group_by("city").agg(n=dp.count(), m=dp.mean("hours"))
+    release = steward.release(query, epsilon=1, delta=1e-8)
+    released = set(release.table["city"])
+    assert {f"city{i}" for i in range(5)} <= released  # 400 persons each: far above the threshold
+    assert not any(c.startswith("rare") for c in released)  # one person each: released w.p. <= δ
+    assert list(release.table["city"]) == sorted(released)
+    assert release.charged == ApproxDP(1, 1e-8)
+    text = release.explain()
+    assert "partition selection" in text and "Korolova" in text
+
+
+def test_partition_selection_needs_delta_and_a_group_bound_before_any_charge(steward: dp.Session) -> None:
+    events = register(steward, cities(), keys={}, max_groups_per_unit={"city": 1})
+    with pytest.raises(dp.DPSenseError, match="delta > 0"):
+        steward.release(events.query().group_by("city").agg(n=dp.count()), epsilon=1)
+    unbounded = register(steward, planted(), name="events2", keys={})
+    with pytest.raises(dp.DPSenseError, match="max_groups_per_unit"):
+        steward.release(unbounded.query().group_by("region").agg(n=dp.count()), epsilon=1, delta=1e-8)
+    with pytest.raises(dp.DPSenseError, match="histogram needs public keys"):
+        steward.release(unbounded.query().agg(h=dp.histogram("region")), epsilon=1, delta=1e-8)
+    assert steward.ledger.charges("events") == [] and steward.ledger.charges("events2") == []
+
+
+def test_partition_selection_in_sql(steward: dp.Session) -> None:
+    register(steward, cities(), keys={}, max_groups_per_unit={"city": 1})
+    release = steward.sql("SELECT city, COUNT(*) AS n FROM events GROUP BY city", epsilon=1, delta=1e-8)
+    assert {f"city{i}" for i in range(5)} <= set(release.table["city"])
