@@ -40,7 +40,7 @@ from dpsense.service._models import (
 )
 from dpsense.service._render import dataset_doc
 from dpsense.service._spec import Name
-from dpsense.service._workers import Worker
+from dpsense.service._workers import Worker, service_session
 
 COOKIE = "dpsense_token"
 
@@ -66,7 +66,9 @@ async def register(body: RegisterIn, caller: StewardDep) -> dict[str, Any]:
         connection = duckdb.connect(":memory:", config={"threads": 1})
         engine = DuckDBEngine(connection=connection)
         try:
-            with Session(worker.ledger, analyst=analyst, role="steward", engine=engine) as session:
+            with service_session(
+                worker.config, worker.ledger, analyst=analyst, role="steward", engine=engine
+            ) as session:
                 dataset = session.register_dataset(
                     body.name,
                     source=str(source),

@@ -4,7 +4,8 @@ Every request that touches the ledger or data runs on a worker thread (``Workers
 loop only parses, pads and answers. A worker thread owns, for its whole life:
 
 * one ``Ledger`` connection (a SQLite or psycopg connection is never used by two threads at once);
-* one ``Session`` per (analyst, role) it has served, each with its own in-memory DuckDB engine
+* one ``Session`` per (analyst, role) it has served (built by ``service_session``, always with the
+  service's ``constant_work``), each with its own in-memory DuckDB engine
   (``threads=1``: the workers are the parallelism) holding the registered snapshots it attached.
   A Session's identity is fixed, and an engine holds a snapshot under one name, so Sessions do not
   share engines. At most ``sessions_per_worker`` are kept (least recently used are closed, which
@@ -29,11 +30,17 @@ from typing import TypeVar
 
 import duckdb
 
+from dpsense.core.errors import UsageError
 from dpsense.engine import DuckDBEngine
 from dpsense.ledger import Ledger, TokenIdentity
 from dpsense.release import Session
 
 T = TypeVar("T")
+
+#: The service's default ``constant_work``: terms per smooth-sensitivity step (docs/service.md).
+DEFAULT_CONSTANT_WORK = 256
+#: The largest ``constant_work`` accepted (each term is evaluated on every smooth release).
+MAX_CONSTANT_WORK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ class ServiceConfig:
         latency_quantum_s: the rounding step of release latencies (0 turns rounding off).
         sessions_per_worker: Sessions (and DuckDB engines) a worker keeps before closing the oldest.
         max_body_bytes: larger request bodies are refused with 413.
+        constant_work: every smooth-sensitivity step of every Session the service builds evaluates
+            exactly this many terms of its sensitivity family (public work) instead of stopping early
+            on the data (a timing side channel). An integer from 1 to ``MAX_CONSTANT_WORK``; there is
+            no way to turn it off. Fewer terms than the early stop would have used add noise (never
+            privacy loss); more cost time (docs/service.md, "Side channels").
 
     """
 
@@ -59,12 +71,29 @@ class ServiceConfig:
     latency_quantum_s: float = 0.25
     sessions_per_worker: int = 64
     max_body_bytes: int = 1 << 20
+    constant_work: int = DEFAULT_CONSTANT_WORK
+
+    def __post_init__(self) -> None:
+        work = self.constant_work
+        if isinstance(work, bool) or not isinstance(work, int) or not 1 <= work <= MAX_CONSTANT_WORK:
+            raise UsageError(
+                f"the service's constant_work is the number of sensitivity terms every smooth step evaluates, "
+                f"an integer from 1 to {MAX_CONSTANT_WORK}",
+                work,
+                f"pass --constant-work {DEFAULT_CONSTANT_WORK} (the default) or another integer in that range",
+            )
+
+
+def service_session(config: ServiceConfig, ledger: Ledger, *, analyst: str, role: str, engine: DuckDBEngine) -> Session:
+    """A Session as the service builds every one: on ``ledger`` and ``engine``, with ``config.constant_work``."""
+    return Session(ledger, analyst=analyst, role=role, engine=engine, constant_work=config.constant_work)
 
 
 class Worker:
     """The ledger connection and Sessions of one worker thread (used by that thread only)."""
 
     def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
         self.ledger = Ledger.open(config.ledger_url)
         self._limit = max(1, config.sessions_per_worker)
         self._sessions: OrderedDict[tuple[str, str], _Held] = OrderedDict()
@@ -82,7 +111,7 @@ class Worker:
             return found.session
         connection = duckdb.connect(":memory:", config={"threads": 1})
         engine = DuckDBEngine(connection=connection)
-        session = Session(self.ledger, analyst=identity.analyst, role=identity.role, engine=engine)
+        session = service_session(self.config, self.ledger, analyst=identity.analyst, role=identity.role, engine=engine)
         self._sessions[key] = _Held(session, engine, connection)
         while len(self._sessions) > self._limit:
             self._sessions.popitem(last=False)[1].close()

@@ -3,7 +3,8 @@
 ::
 
     python -m dpsense.service serve --ledger postgresql://... --data-dir /srv/data [--host 127.0.0.1]
-        [--port 8000] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--access-log]
+        [--port 8000] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--constant-work 256]
+        [--access-log]
     python -m dpsense.service token create NAME [--role analyst|steward] --ledger URL
     python -m dpsense.service token revoke TOKEN_ID --ledger URL
     python -m dpsense.service token list [--analyst NAME] --ledger URL
@@ -51,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=4, help="worker threads (ledger connections)")
     serve.add_argument("--min-latency", type=float, default=0.25, help="seconds before any release response")
     serve.add_argument("--latency-quantum", type=float, default=0.25, help="release latencies round up to this")
+    serve.add_argument(
+        "--constant-work",
+        type=int,
+        default=256,
+        help="sensitivity terms every smooth-sensitivity step evaluates (public work, not an early stop)",
+    )
     serve.add_argument("--access-log", action="store_true", help="log each request line")
     serve.add_argument("--log-level", default="warning")
     token = commands.add_parser("token", help="create, revoke or list API tokens")
@@ -77,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         min_latency_s=args.min_latency,
         latency_quantum_s=args.latency_quantum,
+        constant_work=args.constant_work,
     )
     Ledger.open(config.ledger_url).close()  # migrate once, and fail early on a bad URL
     uvicorn.run(

@@ -179,6 +179,7 @@ def start_service(
     quantum: float = 0.25,
     workers: int = 2,
     analyst_epsilon: dict[str, float] | None = None,
+    constant_work: int | None = None,
 ) -> Service:
     """Seed the ledger, start the server, register ``events``; see the module docstring."""
     data_dir = root / "data"
@@ -200,6 +201,8 @@ def start_service(
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
         "--min-latency", str(min_latency), "--latency-quantum", str(quantum),
     ]  # fmt: skip
+    if constant_work is not None:
+        command += ["--constant-work", str(constant_work)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     service = Service(f"http://127.0.0.1:{port}", ledger_url, data_dir, tokens, process, log, true_values(frame))
