@@ -466,9 +466,10 @@ class DuckDBEngine:
     ) -> BoundedView:
         """The fast path of ``bounded_rows`` on an indexed table: a selection, no window, no aggregate.
 
-        Each unit u keeps the rows with ``(pos + r_u) mod n_u < C``: a cyclic window of C consecutive
-        positions of its secret registration order, rotated by ``r_u``, a keyed hash of the unit under
-        a key derived from ``salt`` (``_sql_index.rotation_condition``). Exactly min(C, n_u) rows stay;
+        Each unit u keeps the rows with ``(pos + r) mod n_u < C``: a cyclic window of C consecutive
+        positions of its secret registration order, rotated by ``r``, a 63-bit key derived from
+        ``salt`` (``_sql_index.rotation_condition``; portable engines rotate each unit by a keyed hash
+        of the unit instead). Exactly min(C, n_u) rows stay;
         each row stays with probability C / n_u (up to a bias below n_u / 2**63) given a fresh salt.
         """
         params: dict[str, object]
@@ -477,7 +478,7 @@ class DuckDBEngine:
             params[_sql_portable.ROTATION_ROWS] = max_rows
             sql = _sql_portable.rotation_query(relation, info.column_names)
         else:
-            params = dict(_sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,)))
+            params = {k: v >> 1 for k, v in _sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,)).items()}
             params[_sql_index.ROTATION_ROWS] = max_rows
             sql = _sql_index.rotation_query(relation, info.column_names)
         name = f"{_TMP_PREFIX}{next(self._counter)}"

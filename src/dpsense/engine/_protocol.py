@@ -128,13 +128,16 @@ class Engine(Protocol):
 
         - Indexed path: the table is indexed on ``unit_column`` (``index_units``), with no ``where``
           and no ``max_groups_per_unit``. The unit's rows sit at positions 0..n_u-1 of a secret
-          keyed-hash order fixed at registration; the salt gives the unit an offset o_u (a keyed
-          hash of the unit, mod n_u) and the rows with ``(position - o_u) mod n_u < C`` stay: C
-          consecutive positions, cyclically. Given a fresh salt o_u is uniform on 0..n_u-1 (a
-          64-bit hash mod n_u, bias below n_u / 2**63: negligible), so each row stays with
-          probability exactly C / n_u. The kept subsets are cyclic windows of the registration
-          order, not uniform over all C-subsets: two rows at distant positions of a large unit are
-          never kept together, and the same order serves every release of the snapshot.
+          keyed-hash order fixed at registration; the salt gives the unit an offset o_u and the
+          rows with ``(position - o_u) mod n_u < C`` stay: C consecutive positions, cyclically.
+          o_u is a 63-bit value derived from the salt, mod n_u: on DuckDB one value for every unit
+          (given the registration, the windows of two units of one size move together; over the
+          secret orders, which are independent per unit, their kept rows are independent), on
+          portable engines a keyed hash of the unit. Given a fresh salt o_u is uniform on
+          0..n_u-1 (bias below n_u / 2**63: negligible), so each row stays with probability
+          exactly C / n_u. The kept subsets are cyclic windows of the registration order, not
+          uniform over all C-subsets: two rows at distant positions of a large unit are never
+          kept together, and the same order serves every release of the snapshot.
         - Windowed path (otherwise): rows are ordered within the unit by a keyed hash of (salt, row
           content, copy number among identical rows) and the first C stay, a uniformly random
           C-subset per release; identical rows are interchangeable. With ``max_groups_per_unit``

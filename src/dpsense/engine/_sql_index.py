@@ -4,8 +4,8 @@
 stores, per row, three hidden columns: ``__dps_pos`` (the row's position 0..n_u-1 in that order),
 ``__dps_n`` (n_u, the unit's number of rows) and ``__dps_uh`` (an unkeyed 64-bit hash of the unit
 value, so a release does not hash a string per row). ``rotation_condition`` then keeps at most C rows
-per unit with no window and no aggregate: a row stays iff ``(pos + r_u) mod n_u < C``, where ``r_u``
-is a keyed hash of the unit under a key derived from the release's salt.
+per unit with no window and no aggregate: a row stays iff ``(pos + r) mod n_u < C``, where ``r`` is
+a 63-bit key derived from the release's salt.
 
 As in ``_sql``, only quoted identifiers are spliced into the text; keys are parameters.
 """
@@ -55,18 +55,18 @@ def unit_index_query(source: str, columns: Sequence[str], *, unit_column: str, d
 
 
 def rotation_condition(dialect: Dialect = DUCKDB) -> str:
-    """The row filter ``(pos + r_u) mod n_u < $rot_c`` with ``r_u`` the top 63 bits of ``mix(uh XOR $rot_k)``.
+    """The row filter ``(pos + $rot_k) mod n_u < $rot_c``, ``$rot_k`` a 63-bit secret drawn per release.
 
-    This is the rule ``(pos - o_u) mod n_u < C`` with the offset ``o_u = -r_u mod n_u``, written so
-    that it needs one modulo and no subtraction (DuckDB's unsigned arithmetic refuses to wrap).
-
-    One keyed mixing round suffices here: DuckDB's 64-bit hash of an integer is a bijection (murmur3's
-    finaliser), so for a uniform key ``uh XOR key`` is uniform and so is its hash; ``r_u mod n_u`` is
-    then uniform on 0..n_u-1 up to a bias below n_u / 2**63. Rows with a NULL unit have NULL hidden
-    columns, so the condition is NULL for them and a WHERE drops them.
+    This is the rule ``(pos - o_u) mod n_u < C`` with the offset ``o_u = -r mod n_u``: one addition
+    and one modulo per row, no hash (the unit's hash column is not even read). Every unit shares the
+    release's r, but each unit's positions are its own secret keyed-hash permutation of its rows
+    fixed at registration, so which rows a unit keeps is independent of which rows another unit
+    keeps, exactly as with a per-unit offset; and given a fresh r, ``r mod n_u`` is uniform on
+    0..n_u-1 up to a bias below n_u / 2**63, so each row stays with probability C / n_u. Rows with a
+    NULL unit have NULL hidden columns, so the condition is NULL for them and a WHERE drops them.
+    (Portable engines keep a per-unit keyed offset: ``_sql_portable``, computed alike by Spark.)
     """
-    mixed = dialect.mix64.format(UNIT_HASH, f"${ROTATION_KEY}")
-    return f"{dialect.rotation.format(pos=POSITION, h=mixed, n=UNIT_ROWS)} < ${ROTATION_ROWS}"
+    return f"({POSITION} + ${ROTATION_KEY}) % {UNIT_ROWS} < ${ROTATION_ROWS}"
 
 
 def rotation_query(source: str, columns: Sequence[str], dialect: Dialect = DUCKDB) -> str:
