@@ -49,7 +49,13 @@ class _ComparedByCanonicalForm(ABC):
         """The node as plain JSON data (the canonical form is its sorted-key dump)."""
 
     def _text(self) -> str:
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        # The nodes are immutable, so the text is computed once per node (a release asks for it
+        # several times: fingerprint, cache key, record).
+        cached: str | None = self.__dict__.get("_canonical_text")
+        if cached is None:
+            cached = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            object.__setattr__(self, "_canonical_text", cached)
+        return cached
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -1,6 +1,7 @@
 """Run a plan on an engine: bounded relational steps, then the DP mechanisms, then free post-processing.
 
-Only this module touches private values, and only inside the process: the engine returns unnoised
+Only this module and its two helpers (``_data_dependent``, ``_steps``) touch private values, and only
+inside the process: the engine returns unnoised
 aggregates, order statistics or points; a mechanism from ``dpsense.mechanisms`` runs on them at the
 plan step's exact budget share; what leaves is the noisy value, its public accuracy and the realised
 privacy loss of each step (which the Session checks against the charge).
@@ -23,18 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from dpsense import mechanisms as mech
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UnsupportedRequest
-from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
     Engine,
@@ -47,34 +45,21 @@ from dpsense.engine import (
     count_units,
     predicate,
 )
-from dpsense.mechanisms import MechanismResult
-from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
-from dpsense.noise import exact
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
-from dpsense.sensitivity import Sqrt
-from dpsense.sensitivity.graph import UndirectedGraph
-from dpsense.sensitivity.public_n import resize_to_public_n
-
-#: Confidence of the reported error bounds (each released value's |error| stays below it w.p. >= 0.95).
-CONFIDENCE = 0.95
-#: A bound on rows per unit large enough to keep every row (for distinct-unit counts).
-_ALL_ROWS = (1 << 31) - 1
-#: Fixed-point sums keep 2**40 grid steps below the largest bound's magnitude.
-_SUM_GRID_BITS = 40
+from dpsense.release._data_dependent import ALL_ROWS, DataDependentSteps
+from dpsense.release._steps import (
+    CONFIDENCE,
+    Output,
+    accuracy_note,
+    additive_noise,
+    error_bounds,
+    grid_exponent_for,
+    mean_error,
+    variance_error,
+)
 
 _ORDER_KINDS = (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
 _REFUSED: dict[AggregateKind, str] = {}
-
-
-@dataclass
-class Output:
-    """One released statistic: a value per group (or one), its public error bound and how it was made."""
-
-    name: str
-    values: list[Any]
-    error: list[float | None]
-    accuracy_note: str
-    post_processing: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -205,7 +190,7 @@ def _predicate(column: str, op: str, value: Any, engine_key: Callable[[Any], Any
     return predicate(column, op, [engine_key(v) for v in values] if op == "in" else engine_key(values[0]))
 
 
-class _Runner:
+class _Runner(DataDependentSteps):
     """One release's bounded views and the handlers per statistic."""
 
     def __init__(
@@ -241,13 +226,13 @@ class _Runner:
     def _additive_specs(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
         kind = agg.kind
         if kind is AggregateKind.COUNT_UNITS:
-            return (_ALL_ROWS if self.group_column is not None else 1), [count_units(f"{agg.name}|n")]
+            return (ALL_ROWS if self.group_column is not None else 1), [count_units(f"{agg.name}|n")]
         if kind in (AggregateKind.COUNT, AggregateKind.HISTOGRAM):
             return self._rows(steps[0]), [count_rows(f"{agg.name}|n")]
         if kind in (AggregateKind.SUM, AggregateKind.MEAN, AggregateKind.VARIANCE):
             low, high = agg.bounds[0]
             column = agg.columns[0]
-            grid = _grid(low, high)
+            grid = grid_exponent_for(low, high)
             spec = clipped_sum(column, low=float(low), high=float(high), grid_exponent=grid, name=f"{agg.name}|s")
             if kind is AggregateKind.SUM:
                 return self._rows(steps[0]), [spec]
@@ -302,18 +287,13 @@ class _Runner:
 
     # -- additive statistics -------------------------------------------------------------------------
 
-    def _rows(self, step: PlanStep) -> int:
-        if step.max_rows_per_unit is None:
-            raise InternalError(f"step {step.output!r} has no contribution bound")
-        return step.max_rows_per_unit
-
     def _count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
         rows = self._fetched(agg, [step])  # a histogram is released alone: the runner groups by its column
         counts = np.array([r.counts[f"{agg.name}|n"] for r in rows], dtype=np.int64)
         result = additive_noise(step, counts)
         values = [max(0, round(float(v))) for v in np.atleast_1d(result.value)]
-        error = _error(result, len(values))
-        out = Output(agg.name, values, error, _accuracy_note(result), ["rounded to an integer, negatives set to 0"])
+        error = error_bounds(result, len(values))
+        out = Output(agg.name, values, error, accuracy_note(result), ["rounded to an integer, negatives set to 0"])
         if agg.kind is AggregateKind.HISTOGRAM:
             out.post_processing.append(f"one value per public key of {agg.columns[0]!r}, in key order")
         return out, [result.loss]
@@ -323,10 +303,12 @@ class _Runner:
 
     def _sum(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
         rows = self._fetched(agg, [step])
-        sums = np.array([float(r.sums[f"{agg.name}|s"].value) for r in rows], dtype=np.float64)
+        name = f"{agg.name}|s"
+        # float(units) rounds once, scaling by a power of two is exact: float(Fraction) without the Fraction
+        sums = np.array([math.ldexp(float(r.sums[name].units), r.sums[name].grid_exponent) for r in rows])
         result = additive_noise(step, sums)
         values = [float(v) for v in np.atleast_1d(result.value)]
-        return Output(agg.name, values, _error(result, len(values)), _accuracy_note(result)), [result.loss]
+        return Output(agg.name, values, error_bounds(result, len(values)), accuracy_note(result)), [result.loss]
 
     def _mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         low, high = agg.bounds[0]
@@ -349,7 +331,7 @@ class _Runner:
         for s, c in zip(sums_out, counts_out, strict=True):
             estimate = float(mid) + (s / c if c >= 1 else 0.0)
             values.append(min(max(estimate, float(low)), float(high)))
-            errors.append(_mean_error(noisy_sum, noisy_count, c, half))
+            errors.append(mean_error(noisy_sum, noisy_count, c, half))
         note = (
             "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
             "|error| <= (b_sum + (U-L)/2 * b_count) / n^ with b at 97.5% each, so it grows as the group "
@@ -395,7 +377,7 @@ class _Runner:
                 continue
             m = min(max(float(s1) / n, -half), half)
             values.append(min(max(float(s2) / n - m * m, 0.0), top))
-            errors.append(_variance_error(noisy_sum, noisy_squares, noisy_count, float(n), half))
+            errors.append(variance_error(noisy_sum, noisy_squares, noisy_count, float(n), half))
         note = (
             "population variance (divisor n^) from a noisy centred sum, a noisy sum of squared centred values "
             "and a noisy count; the error bound uses the released n^: |error| <= (b_sq + h^2 b_n + 2h (b_sum + "
@@ -406,284 +388,3 @@ class _Runner:
             "the variance of a uniform value on the bounds when the noisy count is below 1",
         ]
         return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_squares.loss, noisy_count.loss]
-
-    # -- data-dependent statistics -------------------------------------------------------------------
-
-    def _values_by_group(self, view: BoundedView, columns: list[str]) -> list[NDArray[np.float64]]:
-        if self.group_column is None:
-            data = self.engine.collect(view, columns=columns)
-            return [np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])]
-        data = self.engine.collect(view, columns=[self.group_column, *columns])
-        labels = data[self.group_column]
-        stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
-        return [stacked[np.asarray(labels == key)] for key in self.keys or []]
-
-    def _order_statistic(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        low, high = (float(b) for b in agg.bounds[0])
-        q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
-        if q is None:
-            raise InternalError("a quantile without q")
-        view = self.view(self._rows(step))
-        eps = step.mechanism_epsilon
-        values: list[Any] = []
-        for group_values in self._values_by_group(view, [agg.columns[0]]):
-            x = group_values[:, 0]
-            x = x[~np.isnan(x)]  # missing values are left out, as in every engine aggregate
-            values.append(_order_release(step, x, q, (low, high), eps, self.plan.adjacency))
-        rank_error = 2.0 / float(eps) * math.log(DEFAULT_RESOLUTION / (1 - CONFIDENCE))
-        note = (
-            f"{step.mechanism}: its error is in ranks, not value units: with probability {CONFIDENCE:g} the "
-            f"released value lies between the records ranked {rank_error:,.0f} below and above the target rank "
-            f"(2/ε ln(K/β) with ε = {float(eps):.4g} per record and K = 2^32 public cells; Dwork-Roth Thm 3.11)"
-        )
-        rows = self._rows(step)
-        return Output(agg.name, values, [None] * len(values), note), [_group_privacy(eps, rows)]
-
-    def _min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        low, high = (float(b) for b in agg.bounds[0])
-        points = self._values_by_group(self.view(self._rows(step)), list(agg.columns))[0]
-        points = points[~np.isnan(points).any(axis=1)]
-        eps = step.mechanism_epsilon
-        if step.mechanism == "smooth_min_distance":
-            result = mech.smooth_min_distance(
-                points, box=(low, high), adjacency=Adjacency.ADD_REMOVE, epsilon=eps, constant_work=self.constant_work
-            )
-        else:
-            result = mech.inverse_sensitivity_min_distance(
-                points, box=(low, high), epsilon=eps, adjacency=Adjacency.ADD_REMOVE
-            )
-        _check_result_loss(result, PureDP(eps), step)
-        note = f"{step.mechanism}: the noise scale depends on the data, so no error bound is published"
-        return Output(agg.name, [float(result.value)], [None], note), [_group_privacy(eps, self._rows(step))]
-
-    def select_keys(self, step: PlanStep) -> tuple[list[Any], PrivacyLoss]:
-        """The grouping's keys by private partition selection (``mechanisms.partition_selection``).
-
-        Candidates are the keys present in the rows bounded to ``max_groups_per_unit`` keys per unit;
-        each is kept iff its distinct-unit count plus discrete Laplace noise reaches the public
-        threshold. A NULL key is never a candidate. The kept keys are sorted (type, value), a public
-        order; they are a release, so the later steps use them as public keys.
-        """
-        if self.group_column is None or step.max_groups_per_unit is None or not isinstance(step.loss, ApproxDP):
-            raise InternalError("partition selection without a grouping, a group bound or δ")
-        rows = self.engine.group_aggregates(
-            self.view(_ALL_ROWS), group_column=self.group_column, keys=None, aggregates=[count_units("units")]
-        )
-        candidates = [(r.key, r.counts["units"]) for r in rows if r.key is not None]
-        chosen = mech.select_partitions(
-            np.array([c for _, c in candidates], dtype=np.int64),
-            max_partitions_per_unit=step.max_groups_per_unit,
-            replace=self.plan.adjacency is Adjacency.REPLACE,
-            epsilon=step.mechanism_epsilon,
-            delta=step.loss.delta,
-        )
-        kept = [key for (key, _), keep in zip(candidates, chosen.keep, strict=True) if keep]
-        return sorted(kept, key=lambda k: (type(k).__name__, k)), chosen.loss
-
-    def _record_changes(self) -> int:
-        """Record-level changes one of a unit's C rows stands for: 1 under add/remove, 2 under replace.
-
-        A unit keeps at most C rows; adding or removing it adds or removes them, and replacing it
-        removes its rows and adds at most C others, so each of the C steps of group privacy is at
-        most one removal and one addition (two replacements once resized to a public n).
-        """
-        return 2 if self.plan.adjacency is Adjacency.REPLACE else 1
-
-    def _trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
-        """A noisy count as the public n, then the trimmed mean of the values resized to that n.
-
-        Step 1 (global sensitivity, Laplace): n^ = max(1, round(noisy count of present values)), a
-        release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
-        or trimming alternately, so one added or removed record is at most one replacement) with
-        m = floor(t n^) values trimmed at each end: smooth sensitivity with Cauchy noise (Bun-Steinke
-        2019; Nissim-Raskhodnikova-Smith 2007) or inverse sensitivity, at ε / C per record group of
-        ``_record_changes`` record changes, so group privacy gives the step's ε for a unit. Public
-        groups compose in parallel, each with its own n^.
-        """
-        by_part = {s.part: s for s in steps}
-        count_step, value_step = by_part[StepPart.COUNT], by_part[StepPart.VALUE]
-        low, high = (float(b) for b in agg.bounds[0])
-        t = agg.trim_fraction
-        if t is None:
-            raise InternalError("a trimmed mean without a trim fraction")
-        view = self.view(self._rows(value_step))
-        groups = [g[:, 0][~np.isnan(g[:, 0])] for g in self._values_by_group(view, [agg.columns[0]])]
-        noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
-        public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
-        eps = value_step.mechanism_epsilon
-        per_record = eps / self._record_changes()
-        values: list[Any] = []
-        for x, n in zip(groups, public_ns, strict=True):
-            trim = math.floor(t * n)
-            if value_step.mechanism == "smooth_trimmed_mean":
-                result = mech.smooth_trimmed_mean(
-                    x,
-                    trim=trim,
-                    bounds=(low, high),
-                    noise="cauchy",
-                    epsilon=eps,
-                    adjacency=Adjacency.ADD_REMOVE,
-                    public_n=n,
-                    max_records_per_unit=self._record_changes(),
-                    constant_work=self.constant_work,
-                )
-                _check_result_loss(result, PureDP(eps), value_step)
-            else:
-                resized = resize_to_public_n(x, public_n=n, bounds=(low, high))
-                result = mech.inverse_sensitivity_trimmed_mean(
-                    resized, trim=trim, bounds=(low, high), epsilon=per_record
-                )
-                _check_result_loss(result, PureDP(per_record), value_step)
-            values.append(float(result.value))
-        note = (
-            f"{value_step.mechanism} on the values resized to the released noisy count n^ (trimming floor({float(t):g} "
-            "n^) values at each end); the noise scale depends on the data, so no error bound is published"
-        )
-        post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
-        loss = _group_privacy(eps, self._rows(value_step))
-        return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, loss]
-
-    def _triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        """Triangles of the graph on the public vertex set whose edges are the bounded rows (edge-level DP).
-
-        Each kept row is an undirected edge; rows with an endpoint outside the public vertex set, self
-        loops and repeated edges are dropped (a rule on each row alone), so one unit changes at most C
-        edges (2C under replace). The mechanism runs edge-level at ε / (C x record changes): group privacy.
-        """
-        vertices = [self.engine_key(v) for v in agg.keys or ()]
-        index = {v: i for i, v in enumerate(vertices)}
-        data = self.engine.collect(self.view(self._rows(step)), columns=list(agg.columns))
-        src, dst = (data[c] for c in agg.columns)
-        pairs = {
-            (min(a, b), max(a, b))
-            for a, b in ((index.get(_scalar(u)), index.get(_scalar(w))) for u, w in zip(src, dst, strict=True))
-            if a is not None and b is not None and a != b
-        }
-        edges = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
-        graph = UndirectedGraph(edges, num_vertices=max(len(vertices), 1))
-        eps = step.mechanism_epsilon / self._record_changes()
-        top = float(math.comb(len(vertices), 3))
-        if step.mechanism == "smooth_triangle_count":
-            result = mech.smooth_triangle_count(
-                graph, privacy_unit="edge", epsilon=eps, constant_work=self.constant_work, count_bound=top
-            )
-        else:
-            result = mech.inverse_sensitivity_triangle_count(graph, privacy_unit="edge", count_bound=top, epsilon=eps)
-        _check_result_loss(result, PureDP(eps), step)
-        note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
-        loss = _group_privacy(eps * self._record_changes(), self._rows(step))
-        return Output(agg.name, [float(result.value)], [None], note), [loss]
-
-
-def _scalar(value: Any) -> Any:
-    """A numpy scalar as the Python value the public vertex keys use."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-# -- mechanisms --------------------------------------------------------------------------------------
-
-
-def _sensitivity(step: PlanStep) -> Fraction:
-    sens = step.sensitivity
-    if sens is None:
-        raise InternalError(f"step {step.output!r} has no global sensitivity")
-    if isinstance(sens, Sqrt):
-        return sens.upper()  # an upper bound: the noise is never understated
-    return sens
-
-
-def additive_noise(step: PlanStep, values: NDArray[Any], *, confidence: float = CONFIDENCE) -> MechanismResult:
-    """The global-sensitivity mechanism of ``step`` on ``values`` (a vector over groups)."""
-    sens = _sensitivity(step)
-    eps = step.loss.epsilon
-    if step.mechanism == "laplace":
-        result = mech.laplace(values, sensitivity=sens, epsilon=eps, confidence=confidence)
-    elif step.mechanism == "gaussian":
-        if not isinstance(step.loss, ApproxDP):
-            raise InternalError("a Gaussian step without δ")
-        result = mech.gaussian(values, sensitivity=sens, epsilon=eps, delta=step.loss.delta, confidence=confidence)
-    elif step.mechanism == "geometric":
-        result = mech.geometric(np.rint(values).astype(np.int64), sensitivity=sens, epsilon=eps, confidence=confidence)
-    else:
-        raise InternalError(f"{step.mechanism!r} is not a global-sensitivity mechanism")
-    _check_result_loss(result, step.loss, step)
-    return result
-
-
-def _order_release(
-    step: PlanStep, x: NDArray[np.float64], q: Fraction, bounds: tuple[float, float], eps: Fraction, adj: Adjacency
-) -> float:
-    if x.size == 0:
-        return _uniform_cell(bounds)
-    if step.mechanism == "em_quantile":
-        result = mech.em_quantile(x, q=q, bounds=bounds, epsilon=eps)
-    elif step.mechanism.startswith("inverse_sensitivity"):
-        rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz
-        result = mech.inverse_sensitivity_order_statistic(x, rank=rank, bounds=bounds, epsilon=eps)
-    else:  # smooth_median / smooth_quantile, replace adjacency: n = len(x) is public
-        result = mech.smooth_quantile(x, q=float(q), bounds=bounds, epsilon=eps, adjacency=adj)
-    _check_result_loss(result, PureDP(eps), step)
-    return float(result.value)
-
-
-def _uniform_cell(bounds: tuple[float, float]) -> float:
-    """The midpoint of a uniform public cell of [L, U] (the order-statistic mechanisms on no records)."""
-    low, high = bounds
-    cell = int(exact.uniform_below(np.array([DEFAULT_RESOLUTION], dtype=np.int64))[0])
-    fraction = (cell + 0.5) / DEFAULT_RESOLUTION
-    return float(min(max(2.0 * (low * 0.5 + fraction * (high * 0.5 - low * 0.5)), low), high))
-
-
-def _check_result_loss(result: MechanismResult, expected: PrivacyLoss, step: PlanStep) -> None:
-    if _pair(result.loss) != _pair(expected):
-        raise InternalError(f"step {step.output!r} ran at {result.loss}, not the planned {expected}")
-
-
-def _pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
-    if isinstance(loss, ApproxDP):
-        return (loss.epsilon, loss.delta)
-    if isinstance(loss, PureDP):
-        return (loss.epsilon, Fraction(0))
-    raise InternalError("a zCDP loss in a (ε, δ) plan")
-
-
-def _group_privacy(eps: Fraction, rows: int) -> PrivacyLoss:
-    """ε per record over a unit's ``rows`` records (Dwork-Roth Thm 2.2)."""
-    return PureDP(eps * rows)
-
-
-def _grid(low: Fraction, high: Fraction) -> int:
-    magnitude = max(abs(low), abs(high))
-    top = 0 if magnitude == 0 else math.floor(math.log2(magnitude))
-    return top - _SUM_GRID_BITS
-
-
-def _error(result: MechanismResult, size: int) -> list[float | None]:
-    if result.accuracy is None:
-        return [None] * size
-    return [float(result.accuracy.error_bound)] * size
-
-
-def _accuracy_note(result: MechanismResult) -> str:
-    if result.accuracy is None:
-        return result.mechanism
-    return f"{result.accuracy.noise}: |error| <= bound with probability {result.accuracy.confidence:g} per value"
-
-
-def _variance_error(
-    noisy_sum: MechanismResult, noisy_squares: MechanismResult, noisy_count: MechanismResult, count: float, half: float
-) -> float:
-    top = half * half
-    accuracies = [r.accuracy for r in (noisy_sum, noisy_squares, noisy_count)]
-    bounds = [float(a.error_bound) for a in accuracies if a is not None]
-    if len(bounds) != len(accuracies):
-        return top
-    b1, b2, bn = bounds
-    return float(min((b2 + top * bn + 2 * half * (b1 + half * bn)) / count, top))
-
-
-def _mean_error(noisy_sum: MechanismResult, noisy_count: MechanismResult, count: float, half: float) -> float:
-    if noisy_sum.accuracy is None or noisy_count.accuracy is None or count < 1:
-        return 2 * half
-    bound = (noisy_sum.accuracy.error_bound + half * noisy_count.accuracy.error_bound) / count
-    return float(min(bound, 2 * half))

@@ -138,6 +138,11 @@ class Session:
         self.close()
 
     @property
+    def constant_work(self) -> int | None:
+        """The public work bound of every smooth-sensitivity step (``None``: stop early on the data)."""
+        return self._constant_work
+
+    @property
     def ledger(self) -> Ledger:
         """The ledger this session charges."""
         return self._ledger

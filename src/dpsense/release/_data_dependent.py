@@ -1,0 +1,228 @@
+"""Data-dependent release steps: order statistics, minimum distance, trimmed mean, triangle count, keys.
+
+These mechanisms calibrate to the data (smooth sensitivity, inverse sensitivity, the exponential
+mechanism) and run per record; every step here runs at the plan step's ε / C per record so that group
+privacy (Dwork-Roth Thm 2.2) gives the step's ε for a unit of C rows, and public groups compose in
+parallel. No data-dependent scale is ever reported as accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpsense import mechanisms as mech
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import InternalError
+from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.engine import BoundedView, Engine, count_units
+from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
+from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, StepPart
+from dpsense.release._steps import (
+    CONFIDENCE,
+    Output,
+    additive_noise,
+    check_result_loss,
+    group_privacy,
+    order_release,
+)
+from dpsense.sensitivity.graph import UndirectedGraph
+from dpsense.sensitivity.public_n import resize_to_public_n
+
+#: A bound on rows per unit large enough to keep every row (for distinct-unit counts).
+ALL_ROWS = (1 << 31) - 1
+
+
+class DataDependentSteps:
+    """The data-dependent handlers of a release runner (mixed into ``_executor._Runner``)."""
+
+    engine: Engine
+    group_column: str | None
+    keys: list[Any] | None
+    plan: Plan
+    constant_work: int | None
+    engine_key: Callable[[Any], Any]
+
+    def view(self, rows: int, group_column: str | None = None) -> BoundedView:
+        """The release's bounded view with at most ``rows`` rows per unit (the runner caches them)."""
+        raise NotImplementedError
+
+    def _rows(self, step: PlanStep) -> int:
+        if step.max_rows_per_unit is None:
+            raise InternalError(f"step {step.output!r} has no contribution bound")
+        return step.max_rows_per_unit
+
+    def _values_by_group(self, view: BoundedView, columns: list[str]) -> list[NDArray[np.float64]]:
+        if self.group_column is None:
+            data = self.engine.collect(view, columns=columns)
+            return [np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])]
+        data = self.engine.collect(view, columns=[self.group_column, *columns])
+        labels = data[self.group_column]
+        stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
+        return [stacked[np.asarray(labels == key)] for key in self.keys or []]
+
+    def _order_statistic(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+        low, high = (float(b) for b in agg.bounds[0])
+        q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
+        if q is None:
+            raise InternalError("a quantile without q")
+        view = self.view(self._rows(step))
+        eps = step.mechanism_epsilon
+        values: list[Any] = []
+        for group_values in self._values_by_group(view, [agg.columns[0]]):
+            x = group_values[:, 0]
+            x = x[~np.isnan(x)]  # missing values are left out, as in every engine aggregate
+            values.append(order_release(step, x, q, (low, high), eps, self.plan.adjacency))
+        rank_error = 2.0 / float(eps) * math.log(DEFAULT_RESOLUTION / (1 - CONFIDENCE))
+        note = (
+            f"{step.mechanism}: its error is in ranks, not value units: with probability {CONFIDENCE:g} the "
+            f"released value lies between the records ranked {rank_error:,.0f} below and above the target rank "
+            f"(2/ε ln(K/β) with ε = {float(eps):.4g} per record and K = 2^32 public cells; Dwork-Roth Thm 3.11)"
+        )
+        rows = self._rows(step)
+        return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, rows)]
+
+    def _min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+        low, high = (float(b) for b in agg.bounds[0])
+        points = self._values_by_group(self.view(self._rows(step)), list(agg.columns))[0]
+        points = points[~np.isnan(points).any(axis=1)]
+        eps = step.mechanism_epsilon
+        if step.mechanism == "smooth_min_distance":
+            result = mech.smooth_min_distance(
+                points, box=(low, high), adjacency=Adjacency.ADD_REMOVE, epsilon=eps, constant_work=self.constant_work
+            )
+        else:
+            result = mech.inverse_sensitivity_min_distance(
+                points, box=(low, high), epsilon=eps, adjacency=Adjacency.ADD_REMOVE
+            )
+        check_result_loss(result, PureDP(eps), step)
+        note = f"{step.mechanism}: the noise scale depends on the data, so no error bound is published"
+        return Output(agg.name, [float(result.value)], [None], note), [group_privacy(eps, self._rows(step))]
+
+    def select_keys(self, step: PlanStep) -> tuple[list[Any], PrivacyLoss]:
+        """The grouping's keys by private partition selection (``mechanisms.partition_selection``).
+
+        Candidates are the keys present in the rows bounded to ``max_groups_per_unit`` keys per unit;
+        each is kept iff its distinct-unit count plus discrete Laplace noise reaches the public
+        threshold. A NULL key is never a candidate. The kept keys are sorted (type, value), a public
+        order; they are a release, so the later steps use them as public keys.
+        """
+        if self.group_column is None or step.max_groups_per_unit is None or not isinstance(step.loss, ApproxDP):
+            raise InternalError("partition selection without a grouping, a group bound or δ")
+        rows = self.engine.group_aggregates(
+            self.view(ALL_ROWS), group_column=self.group_column, keys=None, aggregates=[count_units("units")]
+        )
+        candidates = [(r.key, r.counts["units"]) for r in rows if r.key is not None]
+        chosen = mech.select_partitions(
+            np.array([c for _, c in candidates], dtype=np.int64),
+            max_partitions_per_unit=step.max_groups_per_unit,
+            replace=self.plan.adjacency is Adjacency.REPLACE,
+            epsilon=step.mechanism_epsilon,
+            delta=step.loss.delta,
+        )
+        kept = [key for (key, _), keep in zip(candidates, chosen.keep, strict=True) if keep]
+        return sorted(kept, key=lambda k: (type(k).__name__, k)), chosen.loss
+
+    def _record_changes(self) -> int:
+        """Record-level changes one of a unit's C rows stands for: 1 under add/remove, 2 under replace.
+
+        A unit keeps at most C rows; adding or removing it adds or removes them, and replacing it
+        removes its rows and adds at most C others, so each of the C steps of group privacy is at
+        most one removal and one addition (two replacements once resized to a public n).
+        """
+        return 2 if self.plan.adjacency is Adjacency.REPLACE else 1
+
+    def _trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+        """A noisy count as the public n, then the trimmed mean of the values resized to that n.
+
+        Step 1 (global sensitivity, Laplace): n^ = max(1, round(noisy count of present values)), a
+        release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
+        or trimming alternately, so one added or removed record is at most one replacement) with
+        m = floor(t n^) values trimmed at each end: smooth sensitivity with Cauchy noise (Bun-Steinke
+        2019; Nissim-Raskhodnikova-Smith 2007) or inverse sensitivity, at ε / C per record group of
+        ``_record_changes`` record changes, so group privacy gives the step's ε for a unit. Public
+        groups compose in parallel, each with its own n^.
+        """
+        by_part = {s.part: s for s in steps}
+        count_step, value_step = by_part[StepPart.COUNT], by_part[StepPart.VALUE]
+        low, high = (float(b) for b in agg.bounds[0])
+        t = agg.trim_fraction
+        if t is None:
+            raise InternalError("a trimmed mean without a trim fraction")
+        view = self.view(self._rows(value_step))
+        groups = [g[:, 0][~np.isnan(g[:, 0])] for g in self._values_by_group(view, [agg.columns[0]])]
+        noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
+        public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
+        eps = value_step.mechanism_epsilon
+        per_record = eps / self._record_changes()
+        values: list[Any] = []
+        for x, n in zip(groups, public_ns, strict=True):
+            trim = math.floor(t * n)
+            if value_step.mechanism == "smooth_trimmed_mean":
+                result = mech.smooth_trimmed_mean(
+                    x,
+                    trim=trim,
+                    bounds=(low, high),
+                    noise="cauchy",
+                    epsilon=eps,
+                    adjacency=Adjacency.ADD_REMOVE,
+                    public_n=n,
+                    max_records_per_unit=self._record_changes(),
+                    constant_work=self.constant_work,
+                )
+                check_result_loss(result, PureDP(eps), value_step)
+            else:
+                resized = resize_to_public_n(x, public_n=n, bounds=(low, high))
+                result = mech.inverse_sensitivity_trimmed_mean(
+                    resized, trim=trim, bounds=(low, high), epsilon=per_record
+                )
+                check_result_loss(result, PureDP(per_record), value_step)
+            values.append(float(result.value))
+        note = (
+            f"{value_step.mechanism} on the values resized to the released noisy count n^ (trimming floor({float(t):g} "
+            "n^) values at each end); the noise scale depends on the data, so no error bound is published"
+        )
+        post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
+        loss = group_privacy(eps, self._rows(value_step))
+        return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, loss]
+
+    def _triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+        """Triangles of the graph on the public vertex set whose edges are the bounded rows (edge-level DP).
+
+        Each kept row is an undirected edge; rows with an endpoint outside the public vertex set, self
+        loops and repeated edges are dropped (a rule on each row alone), so one unit changes at most C
+        edges (2C under replace). The mechanism runs edge-level at ε / (C x record changes): group privacy.
+        """
+        vertices = [self.engine_key(v) for v in agg.keys or ()]
+        index = {v: i for i, v in enumerate(vertices)}
+        data = self.engine.collect(self.view(self._rows(step)), columns=list(agg.columns))
+        src, dst = (data[c] for c in agg.columns)
+        pairs = {
+            (min(a, b), max(a, b))
+            for a, b in ((index.get(_scalar(u)), index.get(_scalar(w))) for u, w in zip(src, dst, strict=True))
+            if a is not None and b is not None and a != b
+        }
+        edges = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+        graph = UndirectedGraph(edges, num_vertices=max(len(vertices), 1))
+        eps = step.mechanism_epsilon / self._record_changes()
+        top = float(math.comb(len(vertices), 3))
+        if step.mechanism == "smooth_triangle_count":
+            result = mech.smooth_triangle_count(
+                graph, privacy_unit="edge", epsilon=eps, constant_work=self.constant_work, count_bound=top
+            )
+        else:
+            result = mech.inverse_sensitivity_triangle_count(graph, privacy_unit="edge", count_bound=top, epsilon=eps)
+        check_result_loss(result, PureDP(eps), step)
+        note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
+        loss = group_privacy(eps * self._record_changes(), self._rows(step))
+        return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy scalar as the Python value the public vertex keys use."""
+    return value.item() if isinstance(value, np.generic) else value

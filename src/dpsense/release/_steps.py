@@ -1,0 +1,148 @@
+"""The mechanism calls of a release step and the public accuracy of their outputs (no data access here).
+
+``additive_noise`` runs a plan step's global-sensitivity mechanism on unnoised aggregates;
+``order_release`` an order statistic's mechanism; the ``*_error`` helpers turn released values and
+public noise scales into the error bounds a ``Release`` shows (post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpsense import mechanisms as mech
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import InternalError
+from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.mechanisms import MechanismResult
+from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
+from dpsense.noise import exact
+from dpsense.query import PlanStep
+from dpsense.sensitivity import Sqrt
+
+#: Confidence of the reported error bounds (each released value's |error| stays below it w.p. >= 0.95).
+CONFIDENCE = 0.95
+#: Fixed-point sums keep 2**40 grid steps below the largest bound's magnitude.
+_SUM_GRID_BITS = 40
+
+
+@dataclass
+class Output:
+    """One released statistic: a value per group (or one), its public error bound and how it was made."""
+
+    name: str
+    values: list[Any]
+    error: list[float | None]
+    accuracy_note: str
+    post_processing: list[str] = field(default_factory=list)
+
+
+def _sensitivity(step: PlanStep) -> Fraction:
+    sens = step.sensitivity
+    if sens is None:
+        raise InternalError(f"step {step.output!r} has no global sensitivity")
+    if isinstance(sens, Sqrt):
+        return sens.upper()  # an upper bound: the noise is never understated
+    return sens
+
+
+def additive_noise(step: PlanStep, values: NDArray[Any], *, confidence: float = CONFIDENCE) -> MechanismResult:
+    """The global-sensitivity mechanism of ``step`` on ``values`` (a vector over groups)."""
+    sens = _sensitivity(step)
+    eps = step.loss.epsilon
+    if step.mechanism == "laplace":
+        result = mech.laplace(values, sensitivity=sens, epsilon=eps, confidence=confidence)
+    elif step.mechanism == "gaussian":
+        if not isinstance(step.loss, ApproxDP):
+            raise InternalError("a Gaussian step without δ")
+        result = mech.gaussian(values, sensitivity=sens, epsilon=eps, delta=step.loss.delta, confidence=confidence)
+    elif step.mechanism == "geometric":
+        result = mech.geometric(np.rint(values).astype(np.int64), sensitivity=sens, epsilon=eps, confidence=confidence)
+    else:
+        raise InternalError(f"{step.mechanism!r} is not a global-sensitivity mechanism")
+    check_result_loss(result, step.loss, step)
+    return result
+
+
+def order_release(
+    step: PlanStep, x: NDArray[np.float64], q: Fraction, bounds: tuple[float, float], eps: Fraction, adj: Adjacency
+) -> float:
+    if x.size == 0:
+        return uniform_cell(bounds)
+    if step.mechanism == "em_quantile":
+        result = mech.em_quantile(x, q=q, bounds=bounds, epsilon=eps)
+    elif step.mechanism.startswith("inverse_sensitivity"):
+        rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz
+        result = mech.inverse_sensitivity_order_statistic(x, rank=rank, bounds=bounds, epsilon=eps)
+    else:  # smooth_median / smooth_quantile, replace adjacency: n = len(x) is public
+        result = mech.smooth_quantile(x, q=float(q), bounds=bounds, epsilon=eps, adjacency=adj)
+    check_result_loss(result, PureDP(eps), step)
+    return float(result.value)
+
+
+def uniform_cell(bounds: tuple[float, float]) -> float:
+    """The midpoint of a uniform public cell of [L, U] (the order-statistic mechanisms on no records)."""
+    low, high = bounds
+    cell = int(exact.uniform_below(np.array([DEFAULT_RESOLUTION], dtype=np.int64))[0])
+    fraction = (cell + 0.5) / DEFAULT_RESOLUTION
+    return float(min(max(2.0 * (low * 0.5 + fraction * (high * 0.5 - low * 0.5)), low), high))
+
+
+def check_result_loss(result: MechanismResult, expected: PrivacyLoss, step: PlanStep) -> None:
+    if _pair(result.loss) != _pair(expected):
+        raise InternalError(f"step {step.output!r} ran at {result.loss}, not the planned {expected}")
+
+
+def _pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
+    if isinstance(loss, ApproxDP):
+        return (loss.epsilon, loss.delta)
+    if isinstance(loss, PureDP):
+        return (loss.epsilon, Fraction(0))
+    raise InternalError("a zCDP loss in a (ε, δ) plan")
+
+
+def group_privacy(eps: Fraction, rows: int) -> PrivacyLoss:
+    """ε per record over a unit's ``rows`` records (Dwork-Roth Thm 2.2)."""
+    return PureDP(eps * rows)
+
+
+def grid_exponent_for(low: Fraction, high: Fraction) -> int:
+    magnitude = max(abs(low), abs(high))
+    top = 0 if magnitude == 0 else math.floor(math.log2(magnitude))
+    return top - _SUM_GRID_BITS
+
+
+def error_bounds(result: MechanismResult, size: int) -> list[float | None]:
+    if result.accuracy is None:
+        return [None] * size
+    return [float(result.accuracy.error_bound)] * size
+
+
+def accuracy_note(result: MechanismResult) -> str:
+    if result.accuracy is None:
+        return result.mechanism
+    return f"{result.accuracy.noise}: |error| <= bound with probability {result.accuracy.confidence:g} per value"
+
+
+def variance_error(
+    noisy_sum: MechanismResult, noisy_squares: MechanismResult, noisy_count: MechanismResult, count: float, half: float
+) -> float:
+    top = half * half
+    accuracies = [r.accuracy for r in (noisy_sum, noisy_squares, noisy_count)]
+    bounds = [float(a.error_bound) for a in accuracies if a is not None]
+    if len(bounds) != len(accuracies):
+        return top
+    b1, b2, bn = bounds
+    return float(min((b2 + top * bn + 2 * half * (b1 + half * bn)) / count, top))
+
+
+def mean_error(noisy_sum: MechanismResult, noisy_count: MechanismResult, count: float, half: float) -> float:
+    if noisy_sum.accuracy is None or noisy_count.accuracy is None or count < 1:
+        return 2 * half
+    bound = (noisy_sum.accuracy.error_bound + half * noisy_count.accuracy.error_bound) / count
+    return float(min(bound, 2 * half))
