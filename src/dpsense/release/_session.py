@@ -42,7 +42,7 @@ from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import Engine
 from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
-from dpsense.query import Plan, Query, assert_loss_equals, plan
+from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, plan
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
 from dpsense.query.sql import parse_sql
@@ -93,6 +93,7 @@ class Session:
         self._allow_test_noise = allow_test_noise
         self._constant_work = _check_constant_work(constant_work)
         self._datasets: dict[str, Dataset] = {}
+        self._fingerprints: dict[tuple[str, str], str] = {}
         if role == "steward":
             ledger.add_analyst(analyst)
 
@@ -232,6 +233,11 @@ class Session:
 
     def preview(self, query: Query, *, epsilon: NumberLike, delta: NumberLike = 0, public_n: int | None = None) -> Plan:
         """The plan a release would run (mechanisms, sensitivities, cost), without charging or reading data."""
+        return self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)[2]
+
+    def _planned(
+        self, query: Query, *, epsilon: NumberLike, delta: NumberLike, public_n: int | None
+    ) -> tuple[Dataset, QueryIR, Plan]:
         dataset = self._attached(query)
         ir = _with_declared_rules(query, dataset).build(dataset.schema)
         result = plan(
@@ -244,7 +250,7 @@ class Session:
         )
         check_executable(ir, result)
         self._check_cap(dataset, result)
-        return result
+        return dataset, ir, result
 
     def release(
         self,
@@ -270,9 +276,7 @@ class Session:
                 "deterministic_entropy active",
                 "leave the deterministic_entropy() block, or open a test session with allow_test_noise=True",
             )
-        dataset = self._attached(query)
-        the_plan = self.preview(query, epsilon=epsilon, delta=delta, public_n=public_n)
-        ir = _with_declared_rules(query, dataset).build(dataset.schema)
+        dataset, ir, the_plan = self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)
         requested = the_plan.requested
         reservation = self._ledger.reserve(
             dataset=dataset.name,
@@ -394,10 +398,16 @@ class Session:
                 f"ask for epsilon <= {float(cap):g}, or split the query into smaller releases",
             )
 
+    def _fingerprint(self, dataset: Dataset) -> str:
+        """The keyed fingerprint of the dataset's snapshot (immutable once registered: read once)."""
+        key = (dataset.name, dataset.snapshot)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = self._ledger.profile(dataset.name, dataset.snapshot).fingerprint
+        return self._fingerprints[key]
+
     def _cache_key(self, dataset: Dataset, the_plan: Plan) -> str:
-        stored = self._ledger.profile(dataset.name, dataset.snapshot)
         doc = {
-            "snapshot": stored.fingerprint,
+            "snapshot": self._fingerprint(dataset),
             "plan": the_plan.canonical(),
             "mechanism_version": MECHANISM_VERSION,
             "test_noise": is_test_source_active(),
