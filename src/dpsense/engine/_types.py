@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -389,9 +389,8 @@ def centered_squares(column: str, *, low: float, high: float, name: str | None =
 Aggregate = CountRows | CountUnits | CountPresent | ClippedSum | CenteredSquares
 
 
-@dataclass(frozen=True)
-class FixedPointSum:
-    """An exact sum: ``units`` grid steps of size 2**grid_exponent."""
+class FixedPointSum(NamedTuple):
+    """An exact sum: ``units`` grid steps of size 2**grid_exponent (a tuple: one is built per group)."""
 
     units: int
     grid_exponent: int
