@@ -35,7 +35,7 @@ Session before it charges.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,38 +51,13 @@ from dpsense.query import (
     Aggregate,
     AggregateKind,
     Query,
-    count,
-    count_units,
-    histogram,
-    mean,
-    median,
-    min_distance,
-    quantile,
-    sum,
-    triangle_count,
-    trimmed_mean,
-    variance,
 )
+from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields
 from dpsense.release import PrivacyPolicy
 
 RELEASE_HELP = "see the spec format in `dpsense release --help`"
 POLICY_HELP = "see the policy format in `dpsense dataset add --help`"
-_SHARED = frozenset({"kind", "max_rows_per_unit", "mechanism"})
-_NUMERIC = _SHARED | {"column", "bounds"}
-#: Per kind: (fields it accepts, fields it requires).
-_FIELDS: dict[AggregateKind, tuple[frozenset[str], frozenset[str]]] = {
-    AggregateKind.COUNT: (_SHARED, frozenset()),
-    AggregateKind.COUNT_UNITS: (frozenset({"kind", "mechanism"}), frozenset()),
-    AggregateKind.SUM: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.MEAN: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.VARIANCE: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.MEDIAN: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.QUANTILE: (_NUMERIC | {"q"}, frozenset({"column", "q"})),
-    AggregateKind.TRIMMED_MEAN: (_NUMERIC | {"trim_fraction"}, frozenset({"column", "trim_fraction"})),
-    AggregateKind.HISTOGRAM: (_SHARED | {"column", "keys"}, frozenset({"column"})),
-    AggregateKind.MIN_DISTANCE: (_SHARED | {"columns", "bounds"}, frozenset({"columns"})),
-    AggregateKind.TRIANGLE_COUNT: (_SHARED | {"columns"}, frozenset({"columns"})),
-}
+_FIELDS = AGGREGATE_FIELDS
 
 
 class AggregateSpec(StrictModel):
@@ -97,6 +72,7 @@ class AggregateSpec(StrictModel):
     max_rows_per_unit: StrictInt | None = None
     mechanism: str | None = None
     keys: list[Scalar] | None = None
+    proposed_bound: Number | None = None
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -128,61 +104,7 @@ class AggregateSpec(StrictModel):
 
     def aggregate(self) -> Aggregate:
         """The query-layer aggregate (its constructor checks values such as bounds and q)."""
-        return _BUILDERS[self.kind](self)
-
-
-def _bounds(spec: AggregateSpec) -> tuple[Number, Number] | None:
-    return None if spec.bounds is None else (spec.bounds[0], spec.bounds[1])
-
-
-def _column(spec: AggregateSpec) -> str:
-    assert spec.column is not None  # required for this kind by _fields_fit_the_kind
-    return spec.column
-
-
-def _columns(spec: AggregateSpec) -> list[str]:
-    assert spec.columns is not None  # required for this kind by _fields_fit_the_kind
-    return spec.columns
-
-
-def _numeric(build: Callable[..., Aggregate]) -> Callable[[AggregateSpec], Aggregate]:
-    def make(s: AggregateSpec) -> Aggregate:
-        return build(_column(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism)
-
-    return make
-
-
-_BUILDERS: dict[AggregateKind, Callable[[AggregateSpec], Aggregate]] = {
-    AggregateKind.COUNT: lambda s: count(max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism),
-    AggregateKind.COUNT_UNITS: lambda s: count_units(mechanism=s.mechanism),
-    AggregateKind.SUM: _numeric(sum),
-    AggregateKind.MEAN: _numeric(mean),
-    AggregateKind.VARIANCE: _numeric(variance),
-    AggregateKind.MEDIAN: _numeric(median),
-    AggregateKind.QUANTILE: lambda s: quantile(
-        _column(s),
-        s.q if s.q is not None else 0,
-        bounds=_bounds(s),
-        max_rows_per_unit=s.max_rows_per_unit,
-        mechanism=s.mechanism,
-    ),
-    AggregateKind.TRIMMED_MEAN: lambda s: trimmed_mean(
-        _column(s),
-        s.trim_fraction if s.trim_fraction is not None else 0,
-        bounds=_bounds(s),
-        max_rows_per_unit=s.max_rows_per_unit,
-        mechanism=s.mechanism,
-    ),
-    AggregateKind.HISTOGRAM: lambda s: histogram(
-        _column(s), s.keys, max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
-    ),
-    AggregateKind.MIN_DISTANCE: lambda s: min_distance(
-        _columns(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
-    ),
-    AggregateKind.TRIANGLE_COUNT: lambda s: triangle_count(
-        _columns(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
-    ),
-}
+        return aggregate_from_fields(self.kind, {name: getattr(self, name) for name in type(self).model_fields})
 
 
 class FilterSpec(StrictModel):
@@ -198,6 +120,7 @@ class GroupBySpec(StrictModel):
 
     column: str
     keys: list[Scalar] | None = None
+    proposed_bound: Number | None = None
 
 
 class ReleaseSpec(StrictModel):

@@ -66,6 +66,7 @@ class Aggregate:
     q: Fraction | None = None
     trim_fraction: Fraction | None = None
     keys: tuple[PublicValue, ...] | None = None
+    proposed_bound: Fraction | None = None
 
 
 def _make(
@@ -78,6 +79,7 @@ def _make(
     q: Fraction | None = None,
     trim_fraction: Fraction | None = None,
     keys: tuple[PublicValue, ...] | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
     for col in columns:
         if not isinstance(col, str) or not col:
@@ -95,7 +97,18 @@ def _make(
         q=q,
         trim_fraction=trim_fraction,
         keys=keys,
+        proposed_bound=_proposed_bound(proposed_bound),
     )
+
+
+def _proposed_bound(value: PublicValue | None) -> Fraction | None:
+    """PTR's proposed bound b on the local sensitivity: a public number > 0 (never taken from the data)."""
+    if value is None:
+        return None
+    bound = exact(value, what="proposed_bound")
+    if bound <= 0:
+        raise UsageError("proposed_bound must be > 0", value, "pass the local-sensitivity bound PTR tests, e.g. 0.5")
+    return bound
 
 
 def count(*, max_rows_per_unit: int | None = None, mechanism: str | None = None) -> Aggregate:
@@ -116,6 +129,7 @@ def _numeric(
     mechanism: str | None,
     q: Fraction | None = None,
     trim_fraction: Fraction | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
     return _make(
         kind,
@@ -123,6 +137,7 @@ def _numeric(
         bounds=bounds,
         max_rows_per_unit=max_rows_per_unit,
         mechanism=mechanism,
+        proposed_bound=proposed_bound,
         q=q,
         trim_fraction=trim_fraction,
     )
@@ -167,9 +182,13 @@ def median(
     bounds: tuple[PublicValue, PublicValue] | None = None,
     max_rows_per_unit: int | None = None,
     mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
-    """The median of a numeric column, searched within the public bounds."""
-    return _numeric(AggregateKind.MEDIAN, column, bounds, max_rows_per_unit, mechanism)
+    """The median of a numeric column, searched within the public bounds.
+
+    ``proposed_bound`` is PTR's proposed local-sensitivity bound (with ``mechanism='ptr_order_statistic'``).
+    """
+    return _numeric(AggregateKind.MEDIAN, column, bounds, max_rows_per_unit, mechanism, proposed_bound=proposed_bound)
 
 
 def quantile(
@@ -179,12 +198,15 @@ def quantile(
     bounds: tuple[PublicValue, PublicValue] | None = None,
     max_rows_per_unit: int | None = None,
     mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
     """The ``q``-quantile (0 <= q <= 1) of a numeric column, searched within the public bounds."""
     exact_q = exact(q, what="quantile q")
     if not 0 <= exact_q <= 1:
         raise UsageError("quantile q must lie in [0, 1]", q, "pass q between 0 and 1, e.g. 0.9 for the 90th percentile")
-    return _numeric(AggregateKind.QUANTILE, column, bounds, max_rows_per_unit, mechanism, q=exact_q)
+    return _numeric(
+        AggregateKind.QUANTILE, column, bounds, max_rows_per_unit, mechanism, q=exact_q, proposed_bound=proposed_bound
+    )
 
 
 def trimmed_mean(
@@ -194,12 +216,21 @@ def trimmed_mean(
     bounds: tuple[PublicValue, PublicValue] | None = None,
     max_rows_per_unit: int | None = None,
     mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
     """The mean after dropping ``trim_fraction`` (0 <= t < 1/2) of the rows from each tail."""
     exact_t = exact(trim_fraction, what="trim_fraction")
     if not 0 <= exact_t < Fraction(1, 2):
         raise UsageError("trim_fraction must lie in [0, 1/2)", trim_fraction, "pass e.g. trim_fraction=0.1")
-    return _numeric(AggregateKind.TRIMMED_MEAN, column, bounds, max_rows_per_unit, mechanism, trim_fraction=exact_t)
+    return _numeric(
+        AggregateKind.TRIMMED_MEAN,
+        column,
+        bounds,
+        max_rows_per_unit,
+        mechanism,
+        trim_fraction=exact_t,
+        proposed_bound=proposed_bound,
+    )
 
 
 def histogram(
@@ -226,11 +257,17 @@ def min_distance(
     bounds: tuple[PublicValue, PublicValue] | None = None,
     max_rows_per_unit: int | None = None,
     mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
     """The smallest distance between two points whose coordinates are the ``point_cols``."""
     cols = _column_list(point_cols, "min_distance point_cols", minimum=1)
     return _make(
-        AggregateKind.MIN_DISTANCE, cols, bounds=bounds, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism
+        AggregateKind.MIN_DISTANCE,
+        cols,
+        bounds=bounds,
+        max_rows_per_unit=max_rows_per_unit,
+        mechanism=mechanism,
+        proposed_bound=proposed_bound,
     )
 
 
@@ -239,12 +276,19 @@ def triangle_count(
     *,
     max_rows_per_unit: int | None = None,
     mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
 ) -> Aggregate:
     """The number of triangles in the graph whose edges are the (source, target) ``edge_cols``."""
     cols = _column_list(edge_cols, "triangle_count edge_cols", minimum=2)
     if len(cols) != 2:
         raise UsageError("triangle_count needs exactly two edge columns", cols, "pass (source, target) columns")
-    return _make(AggregateKind.TRIANGLE_COUNT, cols, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
+    return _make(
+        AggregateKind.TRIANGLE_COUNT,
+        cols,
+        max_rows_per_unit=max_rows_per_unit,
+        mechanism=mechanism,
+        proposed_bound=proposed_bound,
+    )
 
 
 def _column_list(columns: object, what: str, *, minimum: int) -> tuple[str, ...]:

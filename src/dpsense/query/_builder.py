@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import cast
 
 from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
@@ -220,7 +221,26 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
         q=spec.q,
         trim_fraction=spec.trim_fraction,
         keys=keys,
+        proposed_bound=_checked_proposed_bound(name, spec),
     )
+
+
+def _checked_proposed_bound(name: str, spec: Aggregate) -> Fraction | None:
+    """PTR needs a proposed bound and nothing else takes one."""
+    ptr = spec.mechanism is not None and spec.mechanism.startswith("ptr_")
+    if ptr and spec.proposed_bound is None:
+        raise UsageError(
+            f"{spec.mechanism} ({name}) needs proposed_bound, the local-sensitivity bound its test checks",
+            None,
+            "pass proposed_bound=b (public: from domain knowledge, never from the data)",
+        )
+    if not ptr and spec.proposed_bound is not None:
+        raise UsageError(
+            f"proposed_bound ({name}) is used only by Propose-Test-Release",
+            float(spec.proposed_bound),
+            "drop proposed_bound, or ask for a ptr_* mechanism",
+        )
+    return spec.proposed_bound
 
 
 def _require_kind(

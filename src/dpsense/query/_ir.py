@@ -115,6 +115,7 @@ class AggregateIR(_ComparedByCanonicalForm):
     q: Fraction | None
     trim_fraction: Fraction | None
     keys: tuple[Value, ...] | None
+    proposed_bound: Fraction | None = None
 
     @property
     def needs_partition_selection(self) -> bool:
@@ -133,6 +134,9 @@ class AggregateIR(_ComparedByCanonicalForm):
             "q": None if self.q is None else rational(self.q),
             "trim_fraction": None if self.trim_fraction is None else rational(self.trim_fraction),
             "keys": _keys_json(self.keys),
+            # only when set, so that the canonical form (and the stored releases' keys) of every other
+            # statistic stays what it was before PTR was offered
+            **({} if self.proposed_bound is None else {"proposed_bound": rational(self.proposed_bound)}),
         }
 
 

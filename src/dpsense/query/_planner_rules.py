@@ -38,11 +38,20 @@ ALLOWED_MECHANISMS: dict[AggregateKind, tuple[str, ...]] = {
     AggregateKind.HISTOGRAM: _COUNTING,
     AggregateKind.SUM: _ADDITIVE,
     AggregateKind.MEAN: _ADDITIVE,
-    AggregateKind.MEDIAN: ("em_quantile", "inverse_sensitivity_median", "smooth_median"),
-    AggregateKind.QUANTILE: ("em_quantile", "inverse_sensitivity_order_statistic", "smooth_quantile"),
-    AggregateKind.TRIMMED_MEAN: ("smooth_trimmed_mean", "inverse_sensitivity_trimmed_mean"),
-    AggregateKind.MIN_DISTANCE: ("smooth_min_distance", "inverse_sensitivity_min_distance"),
-    AggregateKind.TRIANGLE_COUNT: ("smooth_triangle_count", "inverse_sensitivity_triangle_count"),
+    AggregateKind.MEDIAN: ("em_quantile", "inverse_sensitivity_median", "smooth_median", "ptr_order_statistic"),
+    AggregateKind.QUANTILE: (
+        "em_quantile",
+        "inverse_sensitivity_order_statistic",
+        "smooth_quantile",
+        "ptr_order_statistic",
+    ),
+    AggregateKind.TRIMMED_MEAN: ("smooth_trimmed_mean", "inverse_sensitivity_trimmed_mean", "ptr_trimmed_mean"),
+    AggregateKind.MIN_DISTANCE: ("smooth_min_distance", "inverse_sensitivity_min_distance", "ptr_min_distance"),
+    AggregateKind.TRIANGLE_COUNT: (
+        "smooth_triangle_count",
+        "inverse_sensitivity_triangle_count",
+        "ptr_triangle_count",
+    ),
     AggregateKind.VARIANCE: _ADDITIVE,
 }
 
@@ -62,6 +71,8 @@ _SMOOTH_DEFAULT = {
     AggregateKind.TRIANGLE_COUNT: "smooth_triangle_count",
 }
 
+_PTR = "Propose-Test-Release with a distance-to-instability test, Dwork-Lei 2009 (ALGORITHMS.md section 5)"
+
 THEOREMS: dict[str, str] = {
     "laplace": "Laplace mechanism, Dwork-Roth Thm 3.6",
     "geometric": "geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009",
@@ -77,6 +88,10 @@ THEOREMS: dict[str, str] = {
     "smooth_trimmed_mean": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
     "smooth_min_distance": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
     "smooth_triangle_count": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
+    "ptr_order_statistic": _PTR,
+    "ptr_trimmed_mean": _PTR,
+    "ptr_min_distance": _PTR,
+    "ptr_triangle_count": _PTR,
 }
 
 
@@ -90,8 +105,13 @@ class Choice:
 
     @property
     def uses_delta(self) -> bool:
-        """True for the one (ε, δ) mechanism the planner uses (Gaussian); every other one is pure ε-DP."""
-        return self.mechanism == "gaussian"
+        """True for the (ε, δ) mechanisms (Gaussian, Propose-Test-Release); every other one is pure ε-DP."""
+        return self.mechanism == "gaussian" or self.is_ptr
+
+    @property
+    def is_ptr(self) -> bool:
+        """True for Propose-Test-Release (it answers or refuses, and needs δ > 0)."""
+        return self.mechanism.startswith("ptr_")
 
     @property
     def noise(self) -> str | None:
@@ -114,6 +134,12 @@ def choose(agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) ->
                 f"the Gaussian mechanism for {agg.name!r} needs delta > 0",
                 agg.mechanism,
                 "pass delta > 0 to the release, or use mechanism='laplace' for pure ε-DP",
+            )
+        if agg.mechanism.startswith("ptr_") and delta == 0:
+            raise UsageError(
+                f"Propose-Test-Release for {agg.name!r} needs delta > 0 (its test fails to refuse with chance δ)",
+                agg.mechanism,
+                "pass delta > 0 to the release, or omit mechanism= for a pure ε-DP default",
             )
         return Choice(agg.mechanism, "analyst", "requested by the analyst")
     if agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE):

@@ -351,9 +351,14 @@ def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
 def _parts(agg: AggregateIR, adj: Adjacency, n: int | None, grouped: bool) -> tuple[StepPart, ...]:
     if agg.kind is AggregateKind.VARIANCE:
         return (StepPart.CENTERED_SUM, StepPart.CENTERED_SQUARES, StepPart.COUNT)
-    if agg.kind is AggregateKind.TRIMMED_MEAN:
+    needs_n = agg.kind is AggregateKind.TRIMMED_MEAN or (
+        agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
+        and agg.mechanism is not None
+        and agg.mechanism.startswith(("smooth_", "ptr_"))
+    )
+    if needs_n:
         # the number of values is private after bounding: a noisy count becomes the public n to which
-        # the values are resized (sensitivity/public_n.py), then the trimmed mean is released
+        # the values are resized (sensitivity/public_n.py), then the statistic is released on them
         return (StepPart.COUNT, StepPart.VALUE)
     if agg.kind is not AggregateKind.MEAN:
         return (StepPart.VALUE,)

@@ -30,6 +30,8 @@ from dpsense.release._steps import (
     check_result_loss,
     group_privacy,
     order_release,
+    ptr_note,
+    ptr_record_budget,
 )
 from dpsense.sensitivity.graph import UndirectedGraph
 from dpsense.sensitivity.public_n import resize_to_public_n
@@ -66,17 +68,18 @@ class DataDependentSteps:
         stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
         return [stacked[np.asarray(labels == key)] for key in self.keys or []]
 
-    def _order_statistic(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        low, high = (float(b) for b in agg.bounds[0])
+    def _order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
         if q is None:
             raise InternalError("a quantile without q")
-        view = self.view(self._rows(step))
+        by_part = {s.part: s for s in steps}
+        if StepPart.COUNT in by_part:  # smooth sensitivity or PTR: they need a public n
+            return self._public_n_statistic(agg, by_part[StepPart.COUNT], by_part[StepPart.VALUE], q=q)
+        step = by_part[StepPart.VALUE]
+        low, high = (float(b) for b in agg.bounds[0])
         eps = step.mechanism_epsilon
         values: list[Any] = []
-        for group_values in self._values_by_group(view, [agg.columns[0]]):
-            x = group_values[:, 0]
-            x = x[~np.isnan(x)]  # missing values are left out, as in every engine aggregate
+        for x in self._present_values(agg, step):
             values.append(order_release(step, x, q, (low, high), eps, self.plan.adjacency))
         rank_error = 2.0 / float(eps) * math.log(DEFAULT_RESOLUTION / (1 - CONFIDENCE))
         note = (
@@ -87,11 +90,114 @@ class DataDependentSteps:
         rows = self._rows(step)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, rows)]
 
+    def _present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
+        """Per output group, the bounded values of the statistic's column (missing ones left out)."""
+        groups = self._values_by_group(self.view(self._rows(step)), [agg.columns[0]])
+        return [g[:, 0][~np.isnan(g[:, 0])] for g in groups]
+
+    def _public_n_statistic(
+        self, agg: AggregateIR, count_step: PlanStep, value_step: PlanStep, *, q: Fraction | None = None
+    ) -> tuple[Output, list[PrivacyLoss]]:
+        """A noisy count as the public n, then the statistic on the values resized to that n.
+
+        Step 1 (global sensitivity, Laplace): n^ = max(1, round(noisy count of present values)), a
+        release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
+        or trimming alternately, so one added or removed record is at most one replacement): smooth
+        sensitivity (Cauchy noise), inverse sensitivity, or Propose-Test-Release, at the step's ε / C
+        per record group of ``_record_changes`` record changes, so group privacy gives the step's loss
+        for a unit. Public groups compose in parallel, each with its own n^. The order statistic's rank
+        is ceil(q n^) (the median rank (n^ + 1) // 2), the trimmed mean trims floor(t n^) at each end.
+        """
+        low, high = (float(b) for b in agg.bounds[0])
+        groups = self._present_values(agg, value_step)
+        noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
+        public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
+        values: list[Any] = []
+        notes: set[str] = set()
+        for x, n in zip(groups, public_ns, strict=True):
+            value, note = self._resized_release(agg, value_step, x, n, (low, high), q)
+            values.append(value)
+            notes.add(note)
+        note = (
+            f"{value_step.mechanism} on the values resized to the released noisy count n^; the noise scale "
+            "depends on the data, so no error bound is published. " + " ".join(sorted(notes))
+        ).strip()
+        post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
+        return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, value_step.loss]
+
+    def _resized_release(
+        self,
+        agg: AggregateIR,
+        step: PlanStep,
+        x: NDArray[np.float64],
+        n: int,
+        bounds: tuple[float, float],
+        q: Fraction | None,
+    ) -> tuple[float | None, str]:
+        eps, changes = step.mechanism_epsilon, self._record_changes()
+        mechanism = step.mechanism
+        if mechanism.startswith("ptr_"):
+            eps_r, delta_r = ptr_record_budget(step, changes)
+            common: dict[str, Any] = {
+                "bounds": bounds,
+                "proposed_bound": _proposed(agg),
+                "epsilon_test": eps_r / 2,
+                "epsilon_release": eps_r / 2,
+                "delta": delta_r,
+                "adjacency": Adjacency.ADD_REMOVE,
+                "public_n": n,
+            }
+            if agg.kind is AggregateKind.TRIMMED_MEAN:
+                answer = mech.ptr_trimmed_mean(x, trim=_trim(agg, n), **common)
+            else:
+                answer = mech.ptr_order_statistic(x, rank=_rank(q, n), **common)
+            check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
+            value = None if isinstance(answer, mech.Refusal) else float(answer.value)
+            return value, ptr_note(answer)
+        if mechanism.startswith("smooth_"):
+            shared: dict[str, Any] = {
+                "bounds": bounds,
+                "noise": "cauchy",
+                "epsilon": eps,
+                "adjacency": Adjacency.ADD_REMOVE,
+                "public_n": n,
+                "max_records_per_unit": changes,
+                "constant_work": self.constant_work,
+            }
+            if agg.kind is AggregateKind.TRIMMED_MEAN:
+                result = mech.smooth_trimmed_mean(x, trim=_trim(agg, n), **shared)
+            else:
+                result = mech.smooth_quantile(x, rank=_rank(q, n), **shared)
+            check_result_loss(result, PureDP(eps), step)
+            return float(result.value), ""
+        if mechanism == "inverse_sensitivity_trimmed_mean":
+            resized = resize_to_public_n(x, public_n=n, bounds=bounds)
+            result = mech.inverse_sensitivity_trimmed_mean(
+                resized, trim=_trim(agg, n), bounds=bounds, epsilon=eps / changes
+            )
+            check_result_loss(result, PureDP(eps / changes), step)
+            return float(result.value), ""
+        raise InternalError(f"{mechanism!r} does not run on a public n")
+
     def _min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
         low, high = (float(b) for b in agg.bounds[0])
         points = self._values_by_group(self.view(self._rows(step)), list(agg.columns))[0]
         points = points[~np.isnan(points).any(axis=1)]
         eps = step.mechanism_epsilon
+        if step.mechanism == "ptr_min_distance":
+            eps_r, delta_r = ptr_record_budget(step, 1)
+            answer = mech.ptr_min_distance(
+                points,
+                box=(low, high),
+                proposed_bound=_proposed(agg),
+                epsilon_test=eps_r / 2,
+                epsilon_release=eps_r / 2,
+                delta=delta_r,
+                adjacency=Adjacency.ADD_REMOVE,
+            )
+            check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
+            value = None if isinstance(answer, mech.Refusal) else float(answer.value)
+            return Output(agg.name, [value], [None], ptr_note(answer)), [step.loss]
         if step.mechanism == "smooth_min_distance":
             result = mech.smooth_min_distance(
                 points, box=(low, high), adjacency=Adjacency.ADD_REMOVE, epsilon=eps, constant_work=self.constant_work
@@ -138,58 +244,9 @@ class DataDependentSteps:
         return 2 if self.plan.adjacency is Adjacency.REPLACE else 1
 
     def _trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
-        """A noisy count as the public n, then the trimmed mean of the values resized to that n.
-
-        Step 1 (global sensitivity, Laplace): n^ = max(1, round(noisy count of present values)), a
-        release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
-        or trimming alternately, so one added or removed record is at most one replacement) with
-        m = floor(t n^) values trimmed at each end: smooth sensitivity with Cauchy noise (Bun-Steinke
-        2019; Nissim-Raskhodnikova-Smith 2007) or inverse sensitivity, at ε / C per record group of
-        ``_record_changes`` record changes, so group privacy gives the step's ε for a unit. Public
-        groups compose in parallel, each with its own n^.
-        """
+        """A noisy count as the public n, then the floor(t n^)-trimmed mean (``_public_n_statistic``)."""
         by_part = {s.part: s for s in steps}
-        count_step, value_step = by_part[StepPart.COUNT], by_part[StepPart.VALUE]
-        low, high = (float(b) for b in agg.bounds[0])
-        t = agg.trim_fraction
-        if t is None:
-            raise InternalError("a trimmed mean without a trim fraction")
-        view = self.view(self._rows(value_step))
-        groups = [g[:, 0][~np.isnan(g[:, 0])] for g in self._values_by_group(view, [agg.columns[0]])]
-        noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
-        public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
-        eps = value_step.mechanism_epsilon
-        per_record = eps / self._record_changes()
-        values: list[Any] = []
-        for x, n in zip(groups, public_ns, strict=True):
-            trim = math.floor(t * n)
-            if value_step.mechanism == "smooth_trimmed_mean":
-                result = mech.smooth_trimmed_mean(
-                    x,
-                    trim=trim,
-                    bounds=(low, high),
-                    noise="cauchy",
-                    epsilon=eps,
-                    adjacency=Adjacency.ADD_REMOVE,
-                    public_n=n,
-                    max_records_per_unit=self._record_changes(),
-                    constant_work=self.constant_work,
-                )
-                check_result_loss(result, PureDP(eps), value_step)
-            else:
-                resized = resize_to_public_n(x, public_n=n, bounds=(low, high))
-                result = mech.inverse_sensitivity_trimmed_mean(
-                    resized, trim=trim, bounds=(low, high), epsilon=per_record
-                )
-                check_result_loss(result, PureDP(per_record), value_step)
-            values.append(float(result.value))
-        note = (
-            f"{value_step.mechanism} on the values resized to the released noisy count n^ (trimming floor({float(t):g} "
-            "n^) values at each end); the noise scale depends on the data, so no error bound is published"
-        )
-        post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
-        loss = group_privacy(eps, self._rows(value_step))
-        return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, loss]
+        return self._public_n_statistic(agg, by_part[StepPart.COUNT], by_part[StepPart.VALUE])
 
     def _triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
         """Triangles of the graph on the public vertex set whose edges are the bounded rows (edge-level DP).
@@ -211,6 +268,20 @@ class DataDependentSteps:
         graph = UndirectedGraph(edges, num_vertices=max(len(vertices), 1))
         eps = step.mechanism_epsilon / self._record_changes()
         top = float(math.comb(len(vertices), 3))
+        if step.mechanism == "ptr_triangle_count":
+            eps_r, delta_r = ptr_record_budget(step, self._record_changes())
+            answer = mech.ptr_triangle_count(
+                graph,
+                privacy_unit="edge",
+                proposed_bound=_proposed(agg),
+                epsilon_test=eps_r / 2,
+                epsilon_release=eps_r / 2,
+                delta=delta_r,
+                count_bound=top,
+            )
+            check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
+            value = None if isinstance(answer, mech.Refusal) else float(answer.value)
+            return Output(agg.name, [value], [None], ptr_note(answer)), [step.loss]
         if step.mechanism == "smooth_triangle_count":
             result = mech.smooth_triangle_count(
                 graph, privacy_unit="edge", epsilon=eps, constant_work=self.constant_work, count_bound=top
@@ -226,3 +297,22 @@ class DataDependentSteps:
 def _scalar(value: Any) -> Any:
     """A numpy scalar as the Python value the public vertex keys use."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _trim(agg: AggregateIR, n: int) -> int:
+    if agg.trim_fraction is None:
+        raise InternalError("a trimmed mean without a trim fraction")
+    return math.floor(agg.trim_fraction * n)
+
+
+def _rank(q: Fraction | None, n: int) -> int:
+    """The target rank on the public n: the median rank (n + 1) // 2, else max(1, ceil(q n))."""
+    if q is None:
+        raise InternalError("an order statistic without q")
+    return (n + 1) // 2 if q == Fraction(1, 2) else max(1, math.ceil(q * n))
+
+
+def _proposed(agg: AggregateIR) -> Fraction:
+    if agg.proposed_bound is None:  # the builder refuses a PTR mechanism without one
+        raise InternalError(f"PTR for {agg.name!r} without a proposed bound")
+    return agg.proposed_bound

@@ -130,16 +130,6 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
             plan.public_n,
             "drop public_n: the mean is then released as a noisy sum over a noisy count",
         )
-    for step in plan.steps:
-        if step.mechanism.startswith("smooth_") and step.statistic in _ORDER_KINDS:
-            # The smooth quantile needs a public number of records. After contribution bounding and
-            # filters the number of rows is private under both adjacencies (a unit keeps min(rows, C)).
-            raise UnsupportedRequest(
-                "a smooth-sensitivity quantile needs a public number of records, which a bounded release lacks",
-                step.output,
-                "omit mechanism= (the exponential / inverse-sensitivity quantile needs no n), or call "
-                "dpsense.mechanisms.smooth_quantile on an array with a public n",
-            )
 
 
 def execute(
@@ -276,7 +266,7 @@ class _Runner(DataDependentSteps):
         if kind is AggregateKind.VARIANCE:
             return self._variance(agg, steps)
         if kind in _ORDER_KINDS:
-            return self._order_statistic(agg, steps[0])
+            return self._order_statistic(agg, steps)
         if kind is AggregateKind.MIN_DISTANCE:
             return self._min_distance(agg, steps[0])
         if kind is AggregateKind.TRIMMED_MEAN:

@@ -93,7 +93,7 @@ def uniform_cell(bounds: tuple[float, float]) -> float:
     return float(min(max(2.0 * (low * 0.5 + fraction * (high * 0.5 - low * 0.5)), low), high))
 
 
-def check_result_loss(result: MechanismResult, expected: PrivacyLoss, step: PlanStep) -> None:
+def check_result_loss(result: MechanismResult | mech.Refusal, expected: PrivacyLoss, step: PlanStep) -> None:
     if _pair(result.loss) != _pair(expected):
         raise InternalError(f"step {step.output!r} ran at {result.loss}, not the planned {expected}")
 
@@ -146,3 +146,31 @@ def mean_error(noisy_sum: MechanismResult, noisy_count: MechanismResult, count: 
         return 2 * half
     bound = (noisy_sum.accuracy.error_bound + half * noisy_count.accuracy.error_bound) / count
     return float(min(bound, 2 * half))
+
+
+def ptr_record_budget(step: PlanStep, changes: int) -> tuple[Fraction, Fraction]:
+    """Per-record (ε_r, δ_r) of a PTR step whose unit stands for ``C x changes`` record changes.
+
+    Group privacy for approximate DP: an (ε_r, δ_r)-DP mechanism is (k ε_r, k e^((k-1) ε_r) δ_r)-DP for
+    datasets k records apart (Vadhan 2017, "The complexity of differential privacy", Lemma 2.2). With
+    k = C x changes, ε_r = ε / k and δ_r the largest double with k e^((k-1) ε_r) δ_r <= δ (checked
+    with a margin against rounding), the unit's loss is at most the step's (ε, δ), which is charged.
+    """
+    if not isinstance(step.loss, ApproxDP) or step.max_rows_per_unit is None:
+        raise InternalError(f"PTR step {step.output!r} without δ or a contribution bound")
+    if step.loss.delta == 0:
+        raise InternalError(f"PTR step {step.output!r} with δ = 0")
+    k = step.max_rows_per_unit * changes
+    eps_r = step.loss.epsilon / k
+    factor = k * math.exp((k - 1) * float(eps_r)) * (1 + 1e-9)
+    delta_r = Fraction(float(step.loss.delta) / factor)
+    while delta_r * Fraction(factor) > step.loss.delta:  # never above δ after rounding
+        delta_r = Fraction(math.nextafter(float(delta_r), 0.0))
+    return eps_r, delta_r
+
+
+def ptr_note(result: MechanismResult | mech.Refusal) -> str:
+    """The public account of a PTR answer (a refusal is an answer: it was charged)."""
+    if isinstance(result, mech.Refusal):
+        return f"Propose-Test-Release refused: {result.reason}; the refusal is the released answer"
+    return "Propose-Test-Release passed its test; released with Laplace noise scaled to the proposed bound"

@@ -19,7 +19,7 @@ the privacy rules is judged by the Session before it charges.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -40,18 +40,8 @@ from dpsense.query import (
     Aggregate,
     AggregateKind,
     Query,
-    count,
-    count_units,
-    histogram,
-    mean,
-    median,
-    min_distance,
-    quantile,
-    sum,
-    triangle_count,
-    trimmed_mean,
-    variance,
 )
+from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields
 
 
 def _storable(value: str) -> str:
@@ -74,22 +64,8 @@ Scalar = StrictBool | StrictInt | StrictFloat | Text
 #: A name (dataset, column, analyst, snapshot, family).
 Name = Annotated[Text, Field(min_length=1, max_length=200)]
 
-_SHARED = frozenset({"kind", "max_rows_per_unit", "mechanism"})
-_NUMERIC = _SHARED | {"column", "bounds"}
-#: Per kind: (fields it accepts, fields it requires); the same table as the CLI's spec.
-FIELDS: dict[AggregateKind, tuple[frozenset[str], frozenset[str]]] = {
-    AggregateKind.COUNT: (_SHARED, frozenset()),
-    AggregateKind.COUNT_UNITS: (frozenset({"kind", "mechanism"}), frozenset()),
-    AggregateKind.SUM: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.MEAN: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.VARIANCE: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.MEDIAN: (_NUMERIC, frozenset({"column"})),
-    AggregateKind.QUANTILE: (_NUMERIC | {"q"}, frozenset({"column", "q"})),
-    AggregateKind.TRIMMED_MEAN: (_NUMERIC | {"trim_fraction"}, frozenset({"column", "trim_fraction"})),
-    AggregateKind.HISTOGRAM: (_SHARED | {"column", "keys"}, frozenset({"column"})),
-    AggregateKind.MIN_DISTANCE: (_SHARED | {"columns", "bounds"}, frozenset({"columns"})),
-    AggregateKind.TRIANGLE_COUNT: (_SHARED | {"columns"}, frozenset({"columns"})),
-}
+#: Per kind: (fields it accepts, fields it requires), shared with the CLI's spec.
+FIELDS = AGGREGATE_FIELDS
 #: Fields of a CLI spec the service refuses, with the fix.
 CLI_ONLY = {
     "source": "remove source: the service reads the snapshot the steward registered",
@@ -115,6 +91,7 @@ class AggregateBody(Body):
     max_rows_per_unit: StrictInt | None = None
     mechanism: Name | None = None
     keys: list[Scalar] | None = Field(default=None, max_length=10_000)
+    proposed_bound: Number | None = None
 
     @model_validator(mode="after")
     def _fields_fit_the_kind(self) -> AggregateBody:
@@ -128,7 +105,7 @@ class AggregateBody(Body):
 
     def aggregate(self) -> Aggregate:
         """The query-layer aggregate (its constructor checks values such as bounds and q)."""
-        return _BUILDERS[self.kind](self)
+        return aggregate_from_fields(self.kind, {name: getattr(self, name) for name in type(self).model_fields})
 
 
 class FilterBody(Body):
@@ -203,57 +180,3 @@ def _field(name: str) -> Iterator[None]:
         yield
     except UsageError as exc:
         raise UsageError(f"release request {name}: {exc.rule}", exc.value, exc.fix) from None
-
-
-def _bounds(spec: AggregateBody) -> tuple[Number, Number] | None:
-    return None if spec.bounds is None else (spec.bounds[0], spec.bounds[1])
-
-
-def _column(spec: AggregateBody) -> str:
-    assert spec.column is not None  # required for this kind by _fields_fit_the_kind
-    return spec.column
-
-
-def _columns(spec: AggregateBody) -> list[str]:
-    assert spec.columns is not None  # required for this kind by _fields_fit_the_kind
-    return spec.columns
-
-
-def _numeric(build: Callable[..., Aggregate]) -> Callable[[AggregateBody], Aggregate]:
-    def make(s: AggregateBody) -> Aggregate:
-        return build(_column(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism)
-
-    return make
-
-
-_BUILDERS: dict[AggregateKind, Callable[[AggregateBody], Aggregate]] = {
-    AggregateKind.COUNT: lambda s: count(max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism),
-    AggregateKind.COUNT_UNITS: lambda s: count_units(mechanism=s.mechanism),
-    AggregateKind.SUM: _numeric(sum),
-    AggregateKind.MEAN: _numeric(mean),
-    AggregateKind.VARIANCE: _numeric(variance),
-    AggregateKind.MEDIAN: _numeric(median),
-    AggregateKind.QUANTILE: lambda s: quantile(
-        _column(s),
-        s.q if s.q is not None else 0,
-        bounds=_bounds(s),
-        max_rows_per_unit=s.max_rows_per_unit,
-        mechanism=s.mechanism,
-    ),
-    AggregateKind.TRIMMED_MEAN: lambda s: trimmed_mean(
-        _column(s),
-        s.trim_fraction if s.trim_fraction is not None else 0,
-        bounds=_bounds(s),
-        max_rows_per_unit=s.max_rows_per_unit,
-        mechanism=s.mechanism,
-    ),
-    AggregateKind.HISTOGRAM: lambda s: histogram(
-        _column(s), s.keys, max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
-    ),
-    AggregateKind.MIN_DISTANCE: lambda s: min_distance(
-        _columns(s), bounds=_bounds(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
-    ),
-    AggregateKind.TRIANGLE_COUNT: lambda s: triangle_count(
-        _columns(s), max_rows_per_unit=s.max_rows_per_unit, mechanism=s.mechanism
-    ),
-}

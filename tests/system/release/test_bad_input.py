@@ -52,11 +52,11 @@ BAD_QUERIES: dict[str, tuple[Callable[[dp.Dataset], dp.Query], dict[str, object]
         UsageError,
         "release it alone",
     ),
-    "smooth median on bounded rows": (
-        lambda d: d.query().agg(m=dp.median("age", mechanism="smooth_median")),
+    "PTR without delta": (
+        lambda d: d.query().agg(m=dp.median("age", mechanism="ptr_order_statistic", proposed_bound=1)),
         {},
         UsageError,
-        "public n",
+        "delta > 0",
     ),
     "public n": (lambda d: d.query().agg(n=dp.count()), {"public_n": 100}, UsageError, "public_n"),
     "two groupings": (

@@ -24,6 +24,7 @@ def test_constant_work_reaches_the_smooth_mechanism(tmp_path: Path, monkeypatch:
     for work in (None, 256):
         url = f"sqlite:///{tmp_path / f'ledger{work}.db'}"
         with dp.Session.open(url, analyst="steward", role="steward", constant_work=work) as session:
+            assert session.constant_work == work
             events = register(session, planted(), kinds={"hours": "point"})
             release = session.release(events.query().agg(g=dp.min_distance(["hours"])), epsilon=1)
             assert 0 <= release.table["g"].iloc[0] <= 24

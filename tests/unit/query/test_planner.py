@@ -149,12 +149,22 @@ def test_grouped_sensitivities_use_max_groups_per_unit(schema: Schema, adjacency
 def test_overrides_accepted_and_refused(schema: Schema) -> None:
     kw = {"adjacency": "add_remove", "max_rows_per_unit": 1}
     assert one(schema, q.count(mechanism="geometric"), **kw).chosen_by == "analyst"
-    assert one(schema, q.median("age", mechanism="smooth_median"), **kw).noise == "cauchy"
+    count_step, smooth = plan(build(schema, a=q.median("age", mechanism="smooth_median")), epsilon=1, **kw).steps  # type: ignore[arg-type]
+    assert (count_step.part, count_step.mechanism, smooth.noise) == (StepPart.COUNT, "laplace", "cauchy")
+    ptr = q.median("age", mechanism="ptr_order_statistic", proposed_bound=1)
+    count_step, test = plan(build(schema, a=ptr), epsilon=1, delta="1e-8", **kw).steps  # type: ignore[arg-type]
+    assert (test.mechanism, test.loss, count_step.loss) == (
+        "ptr_order_statistic",
+        ApproxDP(Fraction(1, 2), Fraction(1, 10**8)),
+        PureDP(Fraction(1, 2)),
+    )
+    with pytest.raises(UsageError, match=r"Propose-Test-Release .* needs delta > 0"):
+        plan(build(schema, a=ptr), epsilon=1, **kw)  # type: ignore[arg-type]
     step = one(schema, q.sum("hours", mechanism="gaussian"), delta="1e-8", **kw)
     assert (step.mechanism, step.norm, step.loss) == ("gaussian", Norm.L2, ApproxDP(1, Fraction(1, 10**8)))
     with pytest.raises(UsageError, match="needs delta > 0"):
         one(schema, q.sum("hours", mechanism="gaussian"), **kw)
-    with pytest.raises(UsageError, match="em_quantile, inverse_sensitivity_median, smooth_median"):
+    with pytest.raises(UsageError, match="em_quantile, inverse_sensitivity_median, smooth_median, ptr_order_statistic"):
         one(schema, q.median("age", mechanism="laplace"), **kw)
     with pytest.raises(UsageError, match="laplace, gaussian"):
         one(schema, q.sum("hours", mechanism="geometric"), **kw)
