@@ -68,3 +68,31 @@ def test_the_selection_states_its_loss_and_refuses_bad_parameters() -> None:
         select_partitions([3], max_partitions_per_unit=0, replace=False, epsilon=1, delta=1e-6)
     with pytest.raises(UsageError, match="present"):
         select_partitions([0, 3], max_partitions_per_unit=1, replace=False, epsilon=1, delta=1e-6)
+
+
+@pytest.mark.statistical
+def test_empirical_privacy_of_the_selection_at_the_threshold_with_a_control() -> None:
+    """Neighbours at the threshold: one more unit on a key (count τ-1 vs τ) is the tightest pair.
+
+    P[not kept | τ - 1] / P[not kept | τ] = e^(ε/Δ) exactly, so the audit's lower bound must stay
+    under ε (Δ = k = 1) and a selection whose noise is 30 % too small must be caught.
+    """
+    from dpsense.audit.empirical import epsilon_lower_bound
+    from dpsense.mechanisms import partition_selection as ps
+
+    eps, delta, samples = Fraction(1), Fraction(1, 10**6), 200_000
+    tau = partition_threshold(sensitivity=1, max_partitions_per_unit=1, epsilon=eps, delta=delta)
+
+    def kept(count: int, sensitivity_scale: float = 1.0) -> np.ndarray:
+        counts = np.full(samples, count)
+        if sensitivity_scale == 1.0:
+            chosen = select_partitions(counts, max_partitions_per_unit=1, replace=False, epsilon=eps, delta=delta)
+            return chosen.keep.astype(np.float64)
+        noisy = ps.geometric(counts, sensitivity=1, epsilon=eps / Fraction(sensitivity_scale)).value
+        return (np.asarray(noisy) >= tau).astype(np.float64)
+
+    bound = epsilon_lower_bound(kept(tau - 1), kept(tau), alpha=1e-9).epsilon_lower_bound
+    assert bound <= float(eps)
+    assert bound > 0.9  # the pair is tight: the audit sees almost all of ε
+    leaky = epsilon_lower_bound(kept(tau - 1, 0.7), kept(tau, 0.7), alpha=1e-9).epsilon_lower_bound
+    assert leaky > float(eps)
