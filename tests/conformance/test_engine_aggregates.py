@@ -12,7 +12,16 @@ import pyarrow as pa
 import pytest
 
 from dpsense.core.errors import UsageError
-from dpsense.engine import Aggregate, CountPresent, Engine, UnknownColumn, clipped_sum, count_present, count_rows
+from dpsense.engine import (
+    Aggregate,
+    CountPresent,
+    Engine,
+    UnknownColumn,
+    clipped_sum,
+    count_outside,
+    count_present,
+    count_rows,
+)
 from tests.conformance.test_engine_conformance import bound, expected_units
 
 INF, NAN = math.inf, math.nan
@@ -111,3 +120,19 @@ def test_clipped_sum_rounds_half_away_from_zero_on_the_grid(engine: Engine) -> N
         want = sum(int(math.copysign(math.floor(abs(Fraction(v) / 2**e) + Fraction(1, 2)), v)) for v in values)
         assert row.sums["sum_x"].units == want
     assert np.round(2.5) == 2.0  # numpy rounds half to even: the engine must not
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.0, 4.0), (-2.0, 2.0), (0.375, 0.375), (-1e9, 1e9)])
+def test_count_outside_counts_the_rows_a_clip_moves(engine: Engine, low: float, high: float) -> None:
+    table = awkward()
+    engine.register("t", table)
+    view = bound(engine)
+    groups = table.column("g").to_pylist()
+    for column in ("x", "f", "n", "d"):
+        spec = count_outside(column, low=low, high=high)
+        rows = engine.group_aggregates(view, group_column="g", keys=["a", "b", "c", "z"], aggregates=[spec])
+        values = [None if v is None else float(v) for v in table.column(column).to_pylist()]
+        for row in rows:
+            sub = [v for v, g in zip(values, groups, strict=True) if g == row.key]
+            want = sum(1 for v in sub if v is not None and not math.isnan(v) and (v < low or v > high))
+            assert row.counts[f"outside_{column}"] == want, (column, row.key)

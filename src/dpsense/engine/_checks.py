@@ -20,6 +20,7 @@ from dpsense.engine._types import (
     Clip,
     ClippedSum,
     ColumnInfo,
+    CountOutside,
     CountPresent,
     CountRows,
     CountUnits,
@@ -157,10 +158,10 @@ def aggregates(info: TableInfo, aggs: Sequence[object]) -> list[Aggregate]:
     """The requested aggregates, checked against the public schema (types, distinct names, columns)."""
     checked: list[Aggregate] = []
     for a in aggs:
-        if not isinstance(a, CountRows | CountUnits | CountPresent | ClippedSum | CenteredSquares):
+        if not isinstance(a, CountRows | CountUnits | CountPresent | CountOutside | ClippedSum | CenteredSquares):
             raise UsageError(
                 "aggregates are a non-empty list of count_rows(), count_units(), count_present(...), "
-                "clipped_sum(...), centered_squares(...)",
+                "count_outside(...), clipped_sum(...), centered_squares(...)",
                 [type(x).__name__ for x in aggs],
                 "build them with the dpsense.engine functions of those names",
             )
@@ -171,7 +172,7 @@ def aggregates(info: TableInfo, aggs: Sequence[object]) -> list[Aggregate]:
     if len(set(names)) != len(names):
         raise UsageError("aggregate names must be distinct", names, "pass name=... to tell them apart")
     for a in checked:
-        if isinstance(a, ClippedSum | CenteredSquares):
+        if isinstance(a, ClippedSum | CenteredSquares | CountOutside):
             require_numeric(info, a.clip.column)
         elif isinstance(a, CountPresent):
             require(info, a.column)

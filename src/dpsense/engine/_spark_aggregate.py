@@ -22,6 +22,7 @@ from dpsense.engine._types import (
     Aggregate,
     CenteredSquares,
     ClippedSum,
+    CountOutside,
     CountPresent,
     CountRows,
     CountUnits,
@@ -78,6 +79,8 @@ def _planned(agg: Aggregate, unit_column: str, kinds: dict[str, str], *, wide: b
         return _Planned([sf.count_distinct(col(unit_column))], _first)
     if isinstance(agg, CountPresent):
         return _Planned([_spark_expr.count_present(agg, kinds.get(agg.column, "float"))], _first)
+    if isinstance(agg, CountOutside):
+        return _Planned([_spark_expr.count_outside(agg, kinds.get(agg.clip.column, "float"))], _first)
     kind = kinds.get(agg.clip.column, "float")
     if isinstance(agg, CenteredSquares):
         units = _spark_expr.squared_centered_units(agg, kind)  # each below 2**62, like a grid unit

@@ -29,7 +29,7 @@ from pyspark.sql import types as st
 from dpsense.core.errors import UnsupportedRequest, UsageError
 from dpsense.engine._portable import HEX_DIGITS
 from dpsense.engine._sql_steward import _decimal_bounds, _float32_bounds, _integer_bounds
-from dpsense.engine._types import CenteredSquares, Clip, ClippedSum, ColumnInfo, CountPresent, Predicate
+from dpsense.engine._types import CenteredSquares, Clip, ClippedSum, ColumnInfo, CountOutside, CountPresent, Predicate
 
 #: The exact sum type: a sum of < 2**64 values of at most 2**62 grid units fits in 38 digits.
 WIDE = st.DecimalType(38, 0)
@@ -170,6 +170,16 @@ def squared_centered_units(spec: CenteredSquares, kind: str) -> Column:
 def exact_sum(units: Column) -> Column:
     """The exact sum of BIGINT grid units as DECIMAL(38, 0) (0 over no rows)."""
     return sf.coalesce(sf.sum(units.cast(WIDE)), sf.lit(0).cast(WIDE))
+
+
+def count_outside(spec: CountOutside, kind: str) -> Column:
+    """Rows below the low bound or above the high one; NaN (above every number in Spark) is excluded."""
+    c = col(spec.clip.column)
+    value = c.cast("double")
+    outside = (value < sf.lit(spec.clip.low)) | (value > sf.lit(spec.clip.high))
+    if kind == "float":
+        outside = outside & ~sf.isnan(c)
+    return sf.count(sf.when(outside, sf.lit(1)))
 
 
 def count_present(spec: CountPresent, kind: str) -> Column:

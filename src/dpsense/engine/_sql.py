@@ -18,6 +18,7 @@ from dpsense.engine._types import (
     Aggregate,
     CenteredSquares,
     ClippedSum,
+    CountOutside,
     CountPresent,
     CountRows,
     CountUnits,
@@ -170,6 +171,18 @@ def centered_squares_sum(
     return (f"{total} FILTER (WHERE NOT {dialect.is_nan.format(column)})" if kind == "float" else total), params
 
 
+def count_outside_expr(
+    spec: CountOutside, kind: str, prefix: str, dialect: Dialect = DUCKDB
+) -> tuple[str, dict[str, object]]:
+    """Rows below ``$<prefix>_lo`` or above ``$<prefix>_hi``; NaN (above every number here) is excluded."""
+    column = quote(spec.clip.column)
+    value = f"CAST({column} AS DOUBLE)"
+    condition = f"({value} < ${prefix}_lo OR {value} > ${prefix}_hi)"
+    if kind == "float":
+        condition = f"{condition} AND NOT {dialect.is_nan.format(column)}"
+    return f"count(*) FILTER (WHERE {condition})", {f"{prefix}_lo": spec.clip.low, f"{prefix}_hi": spec.clip.high}
+
+
 def count_present_expr(spec: CountPresent, kind: str, dialect: Dialect = DUCKDB) -> str:
     """``count(column)`` skips NULLs; in a float column NaN rows are filtered out as well."""
     column = quote(spec.column)
@@ -320,6 +333,10 @@ def group_aggregates_query(
             selects.append(f"count(DISTINCT {quote(unit_column)}) AS __dps_a{i}")
         elif isinstance(agg, CountPresent):
             selects.append(f"{count_present_expr(agg, kinds.get(agg.column, 'float'), dialect)} AS __dps_a{i}")
+        elif isinstance(agg, CountOutside):
+            expr, p = count_outside_expr(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
+            selects.append(f"{expr} AS __dps_a{i}")
+            params.update(p)
         elif isinstance(agg, CenteredSquares):
             expr, p = centered_squares_sum(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
             selects.append(f"{expr} AS __dps_a{i}")

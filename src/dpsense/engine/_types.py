@@ -361,6 +361,23 @@ class CenteredSquares:
         return math.floor(half / Fraction(2) ** self.grid_exponent)
 
 
+@dataclass(frozen=True)
+class CountOutside:
+    """Number of rows in a group whose ``column`` lies outside the public bounds: the rows a clip moves.
+
+    A value counts when it is below ``low`` or above ``high`` (infinities included); NULL and NaN are
+    missing and never count. This is the clipping a ``ClippedSum`` with the same bounds applies.
+    """
+
+    clip: Clip
+    name: str = "count_outside"
+
+
+def count_outside(column: str, *, low: float, high: float, name: str | None = None) -> CountOutside:
+    """Aggregate: rows whose ``column`` lies outside [low, high] (what clipping changes)."""
+    return CountOutside(Clip(column, low, high), name if name is not None else f"outside_{column}")
+
+
 def count_rows(name: str = "count_rows") -> CountRows:
     """Aggregate: number of rows per group."""
     return CountRows(name)
@@ -386,7 +403,7 @@ def centered_squares(column: str, *, low: float, high: float, name: str | None =
     return CenteredSquares(Clip(column, low, high), name if name is not None else f"squares_{column}")
 
 
-Aggregate = CountRows | CountUnits | CountPresent | ClippedSum | CenteredSquares
+Aggregate = CountRows | CountUnits | CountPresent | CountOutside | ClippedSum | CenteredSquares
 
 
 class FixedPointSum(NamedTuple):

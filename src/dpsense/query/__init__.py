@@ -10,6 +10,7 @@ bounds and keys, and the literals the analyst wrote.
 from dpsense.query._aggregates import (
     Aggregate,
     AggregateKind,
+    clipped_count,
     count,
     count_units,
     histogram,
@@ -44,6 +45,7 @@ __all__ = [
     "Schema",
     "StepPart",
     "assert_loss_equals",
+    "clipped_count",
     "count",
     "count_units",
     "histogram",

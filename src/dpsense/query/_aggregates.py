@@ -36,6 +36,7 @@ class AggregateKind(str, Enum):
     TRIMMED_MEAN = "trimmed_mean"
     MIN_DISTANCE = "min_distance"
     TRIANGLE_COUNT = "triangle_count"
+    CLIPPED_COUNT = "clipped_count"
 
 
 #: Statistics over one numeric column, which need public bounds (declared or overridden).
@@ -47,6 +48,7 @@ NUMERIC_KINDS = frozenset(
         AggregateKind.MEDIAN,
         AggregateKind.QUANTILE,
         AggregateKind.TRIMMED_MEAN,
+        AggregateKind.CLIPPED_COUNT,
     }
 )
 
@@ -114,6 +116,21 @@ def _proposed_bound(value: PublicValue | None) -> Fraction | None:
 def count(*, max_rows_per_unit: int | None = None, mechanism: str | None = None) -> Aggregate:
     """The number of rows (each unit contributing at most ``max_rows_per_unit`` of them)."""
     return _make(AggregateKind.COUNT, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
+
+
+def clipped_count(
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """The number of rows whose value lies outside the public bounds: the rows clipping moves.
+
+    Clipping bias is private, so it is measured only on request, as this charged noisy count (next to
+    the mean or sum it concerns, on the same bounded rows of the same release).
+    """
+    return _numeric(AggregateKind.CLIPPED_COUNT, column, bounds, max_rows_per_unit, mechanism)
 
 
 def count_units(*, mechanism: str | None = None) -> Aggregate:

@@ -22,6 +22,7 @@ _PTR = frozenset({"proposed_bound"})
 AGGREGATE_FIELDS: dict[AggregateKind, tuple[frozenset[str], frozenset[str]]] = {
     AggregateKind.COUNT: (_SHARED, frozenset()),
     AggregateKind.COUNT_UNITS: (frozenset({"kind", "mechanism"}), frozenset()),
+    AggregateKind.CLIPPED_COUNT: (_NUMERIC, frozenset({"column"})),
     AggregateKind.SUM: (_NUMERIC, frozenset({"column"})),
     AggregateKind.MEAN: (_NUMERIC, frozenset({"column"})),
     AggregateKind.VARIANCE: (_NUMERIC, frozenset({"column"})),
@@ -56,6 +57,7 @@ def _numeric(build: Callable[..., Aggregate], *extra: str) -> _Builder:
 _BUILDERS: dict[AggregateKind, _Builder] = {
     AggregateKind.COUNT: lambda f: agg.count(**_common(f)),
     AggregateKind.COUNT_UNITS: lambda f: agg.count_units(mechanism=f.get("mechanism")),
+    AggregateKind.CLIPPED_COUNT: _numeric(agg.clipped_count),
     AggregateKind.SUM: _numeric(agg.sum),
     AggregateKind.MEAN: _numeric(agg.mean),
     AggregateKind.VARIANCE: _numeric(agg.variance),

@@ -34,6 +34,7 @@ _ADDITIVE = ("laplace", "gaussian")
 #: first entry of the additive statistics is the default.
 ALLOWED_MECHANISMS: dict[AggregateKind, tuple[str, ...]] = {
     AggregateKind.COUNT: _COUNTING,
+    AggregateKind.CLIPPED_COUNT: _COUNTING,
     AggregateKind.COUNT_UNITS: _COUNTING,
     AggregateKind.HISTOGRAM: _COUNTING,
     AggregateKind.SUM: _ADDITIVE,

@@ -317,6 +317,7 @@ def assert_loss_equals(plan: Plan, requested: PrivacyLoss) -> None:
 _GLOBAL_KINDS = frozenset(
     {
         AggregateKind.COUNT,
+        AggregateKind.CLIPPED_COUNT,
         AggregateKind.COUNT_UNITS,
         AggregateKind.HISTOGRAM,
         AggregateKind.SUM,
@@ -441,7 +442,7 @@ def _sensitivity(
         raise InternalError(f"no contribution bound for {agg.name!r}")
     if agg.kind is AggregateKind.HISTOGRAM:
         return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=True, norm=norm)
-    if agg.kind is AggregateKind.COUNT or part is StepPart.COUNT:
+    if agg.kind in (AggregateKind.COUNT, AggregateKind.CLIPPED_COUNT) or part is StepPart.COUNT:
         return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=grouped, norm=norm)
     bounds = Bounds(*agg.bounds[0])
     if part is StepPart.CENTERED_SQUARES:

@@ -40,6 +40,7 @@ from dpsense.engine import (
     Predicate,
     centered_squares,
     clipped_sum,
+    count_outside,
     count_present,
     count_rows,
     count_units,
@@ -59,6 +60,7 @@ from dpsense.release._steps import (
 )
 
 _ORDER_KINDS = (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
+_COUNT_KINDS = (AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM, AggregateKind.CLIPPED_COUNT)
 _REFUSED: dict[AggregateKind, str] = {}
 
 
@@ -219,6 +221,10 @@ class _Runner(DataDependentSteps):
             return (ALL_ROWS if self.group_column is not None else 1), [count_units(f"{agg.name}|n")]
         if kind in (AggregateKind.COUNT, AggregateKind.HISTOGRAM):
             return self._rows(steps[0]), [count_rows(f"{agg.name}|n")]
+        if kind is AggregateKind.CLIPPED_COUNT:
+            lo, hi = agg.bounds[0]
+            outside = count_outside(agg.columns[0], low=float(lo), high=float(hi), name=f"{agg.name}|n")
+            return self._rows(steps[0]), [outside]
         if kind in (AggregateKind.SUM, AggregateKind.MEAN, AggregateKind.VARIANCE):
             low, high = agg.bounds[0]
             column = agg.columns[0]
@@ -257,7 +263,12 @@ class _Runner(DataDependentSteps):
 
     def run(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         kind = agg.kind
-        if kind in (AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM):
+        if kind in (
+            AggregateKind.COUNT,
+            AggregateKind.COUNT_UNITS,
+            AggregateKind.HISTOGRAM,
+            AggregateKind.CLIPPED_COUNT,
+        ):
             return self._count(agg, steps[0])
         if kind is AggregateKind.SUM:
             return self._sum(agg, steps[0])

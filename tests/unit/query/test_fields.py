@@ -13,6 +13,7 @@ from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields
 EXAMPLES = {
     AggregateKind.COUNT: {"max_rows_per_unit": 3},
     AggregateKind.COUNT_UNITS: {},
+    AggregateKind.CLIPPED_COUNT: {"column": "x", "bounds": (0, 24), "mechanism": "geometric"},
     AggregateKind.SUM: {"column": "x", "bounds": (0, 1)},
     AggregateKind.MEAN: {"column": "x"},
     AggregateKind.VARIANCE: {"column": "x", "mechanism": "gaussian"},
