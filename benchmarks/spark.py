@@ -23,10 +23,13 @@ Memory: the Python driver's peak RSS (``resource.getrusage``), the JVM's peak RS
 Spark driver process; in local mode the executors run inside it) and the peak of its old-generation
 heap pool (JMX), where cached blocks and long-lived hash tables sit.
 
-Each measurement has one warm-up run, then the best of 3 (of 1 with ``--quick``).
+Each measurement has one warm-up run, then the best of 3 (of 1 with ``--quick``; ``--repeats`` sets
+it). The memory line printed after each size holds the peaks so far, so with several sizes in one run
+the line after a size is that size's peak (peaks only grow).
 
     python benchmarks/spark.py                 # 10^7 and 10^8 rows (10^8 takes a while)
     python benchmarks/spark.py --rows 1e7      # other sizes
+    python benchmarks/spark.py --rows 1e8 --repeats 1   # 10^8 rows, one warm-up and one timed run each
     python benchmarks/spark.py --quick         # 10^6 rows, best of 1, under a minute
 
 Ends with ``TARGET spark_release_vs_groupby_1e7 <ratio> <= 3.0`` (and the same for 1e8 when it was
@@ -260,9 +263,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10^6 rows, best of 1")
     parser.add_argument("--driver-memory", default="6g", help="Spark driver memory (local mode: all of Spark)")
     parser.add_argument("--partitions", type=int, default=8, help="input and shuffle partitions")
+    parser.add_argument("--repeats", type=int, help="timed runs after the warm-up (default 3, 1 with --quick)")
     args = parser.parse_args()
     sizes = [int(r) for r in args.rows] if args.rows else ([10**6] if args.quick else list(TARGET_ROWS))
-    repeats = 1 if args.quick else 3
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
     units = int(args.units)
     started = time.perf_counter()
     spark = start_spark(args.driver_memory, args.partitions)
@@ -279,9 +283,10 @@ def main() -> int:
         r = results[rows]
         print(
             f"  {label(rows)}: plain {ms(r.plain)}, release {ms(r.release)} ({r.release / r.plain:.2f}x), "
-            f"register {ms(r.register)}",
+            f"register {ms(r.register)}; generated in {ms(r.generate)}",
             flush=True,
         )
+        print(f"  memory after {label(rows)}: {memory_report(spark)}", flush=True)
     columns = [("rows", 6), ("generate*", 10), ("group-by", 10), ("register*", 10), ("release", 10), ("engine", 10)]
     print("\nSession.release (* not in the ratio: data generation, and the one-time steward registration)")
     print(" ".join(f"{name:>{w}}" for name, w in [*columns, ("ratio", 7)]))
