@@ -43,7 +43,10 @@ def true_values(frame: pd.DataFrame) -> set[str]:
     kept = frame  # each person has 5 rows = the contribution bound: bounding keeps every row
     out: set[str] = set()
     for _, group in kept.groupby("region"):
-        for v in (len(group), group["hours"].sum(), group["hours"].mean(), group["age"].median()):
+        hours = np.sort(group["hours"].to_numpy())
+        cut = int(np.floor(0.1 * hours.size))
+        trimmed = hours[cut : hours.size - cut].mean()
+        for v in (len(group), hours.sum(), hours.mean(), group["age"].median(), hours.var(), trimmed):
             out |= spellings(v)
     out |= spellings(kept["hours"].sum()) | spellings(kept["hours"].mean()) | spellings(len(kept))
     xs = np.sort(kept["x"].to_numpy())
@@ -67,7 +70,7 @@ def test_no_artefact_contains_a_true_value(tmp_path: Path, caplog: pytest.LogCap
             keys={"region": REGIONS},
             kinds={"x": "point"},
             max_rows_per_unit=5,
-            budget=dp.Budget(epsilon=20),
+            budget=dp.Budget(epsilon=20, delta=1e-8),
             policy=policy(per_release_epsilon=5),
         )
         grouped = (
@@ -77,12 +80,19 @@ def test_no_artefact_contains_a_true_value(tmp_path: Path, caplog: pytest.LogCap
             .agg(n=dp.count(), total=dp.sum("hours"), mean=dp.mean("hours"), median=dp.median("age"))
         )
         overall = events.query().agg(n=dp.count(), mean=dp.mean("hours"), gap=dp.min_distance(["x"]))
-        for query in (grouped, overall):
-            release = session.release(query, epsilon=2)
+        beyond = (
+            events.query()
+            .group_by("region")
+            .max_groups_per_unit(1)
+            .agg(v=dp.variance("hours"), t=dp.trimmed_mean("hours", 0.1), clipped=dp.clipped_count("hours"))
+        )
+        ptr = events.query().agg(m=dp.median("age", mechanism="ptr_order_statistic", proposed_bound=1))
+        for query, delta in ((grouped, 0.0), (overall, 0.0), (beyond, 0.0), (ptr, 1e-9)):
+            release = session.release(query, epsilon=2, delta=delta)
             artefacts.append(release.explain())
             artefacts.append(json.dumps(release.record.parameters))
             artefacts.append(json.dumps(release.record.value["notes"]))
-            artefacts.append(session.preview(query, epsilon=2).explain())
+            artefacts.append(session.preview(query, epsilon=2, delta=delta).explain())
         for bad in (
             lambda: session.release(events.query().agg(m=dp.mean("weight")), epsilon=1),
             lambda: session.release(events.query().agg(n=dp.count()), epsilon=9),
