@@ -32,7 +32,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -534,7 +533,7 @@ class SparkEngine:
         return tuple(rows[0])
 
     @staticmethod
-    def _run(action: Callable[[], _R], file: Path | None = None) -> _R:
+    def _run(action: Callable[[], _R], file: str | None = None) -> _R:
         """Run a Spark action; its errors (whose messages can quote data) become errors without the message."""
         try:
             with warnings.catch_warnings():
@@ -545,7 +544,7 @@ class SparkEngine:
             raise
         except Exception as exc:  # py4j and pyspark raise many types; none may leak its text
             if file is not None:
-                raise InvalidData("the file could not be read as a table", str(file), "check its format") from None
+                raise InvalidData("the file could not be read as a table", file, "check its format") from None
             raise InternalError(f"Spark failed a planned step ({type(exc).__name__})") from None
 
 

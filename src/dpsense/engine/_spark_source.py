@@ -1,5 +1,8 @@
 """Sources for ``SparkEngine.register``: Spark DataFrames, catalog tables, files and in-memory tables.
 
+Files are CSV (``.csv``, ``.csv.gz``, ``.tsv``) or Parquet (``.parquet``, ``.pq``; a single file or the
+directory Spark writes), as local paths or as URIs any executor can read (``hdfs://``, ``s3a://``).
+
 In-memory tables (pandas, pyarrow, polars) go to Spark through Arrow: no Python worker, no pandas
 conversion (PySpark's pandas path turns a missing string into the text "NaN"). Results come back the
 same way and become numpy arrays shaped like DuckDB's ``fetchnumpy`` output.
@@ -8,7 +11,7 @@ same way and become numpy arrays shaped like DuckDB's ``fetchnumpy`` output.
 from __future__ import annotations
 
 from collections.abc import Callable
-from os import PathLike
+from os import PathLike, fspath
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +35,18 @@ def source_frame(spark: SparkSession, source: object, run: Runner) -> tuple[Data
     if isinstance(source, DataFrame):
         return source, False
     if isinstance(source, str | PathLike):
-        path = Path(source)
-        lowered = path.name.lower()
+        path = fspath(source)
+        lowered = path.lower().rstrip("/")
         if lowered.endswith(_CSV_SUFFIXES) or lowered.endswith(_PARQUET_SUFFIXES):
-            if not path.is_file():
-                raise InvalidData("the source file does not exist", str(path), "check the path")
+            # A URI (hdfs://, s3a://, file://) is for Spark to resolve; a local path (a file, or the
+            # directory Spark writes) is checked here, so a typo is refused before Spark starts a job.
+            if "://" not in path and not Path(path).exists():
+                raise InvalidData("the source file does not exist", path, "check the path")
             reader = spark.read
             if lowered.endswith(_PARQUET_SUFFIXES):
-                return run(lambda: reader.parquet(str(path)), file=path), True
+                return run(lambda: reader.parquet(path), file=path), True
             separator = "\t" if lowered.endswith(".tsv") else ","
-            return run(lambda: reader.csv(str(path), header=True, inferSchema=True, sep=separator), file=path), True
+            return run(lambda: reader.csv(path, header=True, inferSchema=True, sep=separator), file=path), True
         if isinstance(source, str) and run(lambda: spark.catalog.tableExists(source)):
             return spark.table(source), False
         raise UnknownTable(

@@ -21,7 +21,7 @@ from tests.spark_support import spark_available, spark_session
 if not spark_available():  # pragma: no cover - depends on the machine
     pytest.skip("pyspark or Java is not installed", allow_module_level=True)
 
-from dpsense.core.errors import DPSenseError, InternalError, UnsupportedRequest, UsageError
+from dpsense.core.errors import DPSenseError, InternalError, InvalidData, UnsupportedRequest, UsageError
 from dpsense.engine import (
     BoundedView,
     CollectLimitExceeded,
@@ -96,6 +96,20 @@ def test_register_a_spark_dataframe_and_a_catalog_table(engine: SparkEngine, spa
         spark.catalog.dropTempView("dpsense_people_view")
     with pytest.raises(UsageError, match="__dps_"):
         engine.register("bad", spark.createDataFrame(pa.table({"__dps_x": [1]})))
+
+
+def test_register_a_parquet_directory_and_a_uri(engine: SparkEngine, spark: Any, tmp_path: Any) -> None:
+    folder = tmp_path / "people.parquet"
+    spark.createDataFrame(pa.Table.from_pandas(people(), preserve_index=False)).write.parquet(str(folder))
+    assert folder.is_dir()  # what Spark writes: a directory of part files
+    info = engine.register("by_path", folder)
+    assert engine.register("by_uri", folder.as_uri()) == TableInfo("by_uri", info.columns)  # file://, as hdfs://
+    key = random_bytes(32)
+    assert engine.fingerprint("by_path", key) == engine.fingerprint("by_uri", key)
+    with pytest.raises(InvalidData, match="does not exist"):
+        engine.register("typo", tmp_path / "typo.parquet")  # a local path is checked before Spark runs
+    with pytest.raises(InvalidData, match="could not be read"):
+        engine.register("gone", (tmp_path / "gone.parquet").as_uri())  # a URI is Spark's to resolve
 
 
 def test_a_dataframe_the_caller_cached_stays_cached(engine: SparkEngine, spark: Any) -> None:
