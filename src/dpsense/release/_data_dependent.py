@@ -49,6 +49,7 @@ class DataDependentSteps:
     plan: Plan
     constant_work: int | None
     engine_key: Callable[[Any], Any]
+    max_collect_rows: int | None
 
     def view(self, rows: int, group_column: str | None = None) -> BoundedView:
         """The release's bounded view with at most ``rows`` rows per unit (the runner caches them)."""
@@ -61,9 +62,9 @@ class DataDependentSteps:
 
     def _values_by_group(self, view: BoundedView, columns: list[str]) -> list[NDArray[np.float64]]:
         if self.group_column is None:
-            data = self.engine.collect(view, columns=columns)
+            data = self.engine.collect(view, columns=columns, max_rows=self.max_collect_rows)
             return [np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])]
-        data = self.engine.collect(view, columns=[self.group_column, *columns])
+        data = self.engine.collect(view, columns=[self.group_column, *columns], max_rows=self.max_collect_rows)
         labels = data[self.group_column]
         stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
         return [stacked[np.asarray(labels == key)] for key in self.keys or []]
@@ -257,7 +258,8 @@ class DataDependentSteps:
         """
         vertices = [self.engine_key(v) for v in agg.keys or ()]
         index = {v: i for i, v in enumerate(vertices)}
-        data = self.engine.collect(self.view(self._rows(step)), columns=list(agg.columns))
+        view = self.view(self._rows(step))
+        data = self.engine.collect(view, columns=list(agg.columns), max_rows=self.max_collect_rows)
         src, dst = (data[c] for c in agg.columns)
         pairs = {
             (min(a, b), max(a, b))

@@ -144,11 +144,14 @@ def execute(
     salt: bytes,
     engine_key: Callable[[Any], Any],
     constant_work: int | None = None,
+    max_collect_rows: int | None = None,
 ) -> Executed:
     """Run every plan step of ``ir`` on ``table`` (inside the caller's release scope).
 
     ``constant_work``: when set, every smooth-sensitivity step evaluates exactly that many terms of its
-    family (public work) instead of stopping early on the data.
+    family (public work) instead of stopping early on the data. ``max_collect_rows``: a public bound
+    on the rows a data-dependent step collects (population x C); a view holding more raises the
+    engine's ``CollectLimitExceeded`` after reading, which the Session charges.
     """
     group = ir.group_by[0] if ir.group_by else None
     group_column = None if group is None else group.column
@@ -160,6 +163,7 @@ def execute(
     runner = _Runner(engine, table, unit_column, salt, where, group_column, keys, ir.max_groups_per_unit, plan)
     runner.constant_work = constant_work
     runner.engine_key = engine_key
+    runner.max_collect_rows = max_collect_rows
     outputs: list[Output] = []
     realised: list[PrivacyLoss] = []
     released_keys: list[Any] | None = None if public_keys is None else list(public_keys)
@@ -202,6 +206,7 @@ class _Runner(DataDependentSteps):
         self.views: dict[tuple[int, str | None], BoundedView] = {}
         self.fetched: dict[int, list[GroupRow]] = {}
         self.constant_work: int | None = None
+        self.max_collect_rows: int | None = None
         self.engine_key: Callable[[Any], Any] = lambda value: value
 
     def prefetch(self, ir: QueryIR) -> None:
@@ -389,3 +394,29 @@ class _Runner(DataDependentSteps):
             "the variance of a uniform value on the bounds when the noisy count is below 1",
         ]
         return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_squares.loss, noisy_count.loss]
+
+
+#: Statistics whose steps collect the bounded rows to the driver (``Engine.collect``).
+COLLECTING_KINDS = frozenset(
+    {
+        AggregateKind.MEDIAN,
+        AggregateKind.QUANTILE,
+        AggregateKind.TRIMMED_MEAN,
+        AggregateKind.MIN_DISTANCE,
+        AggregateKind.TRIANGLE_COUNT,
+    }
+)
+
+
+def collect_bound(plan: Plan, population: int | None) -> int | None:
+    """The public worst case of rows a release collects: population x the largest C of a collecting step.
+
+    ``None`` when no step collects or the population is unknown. A unit keeps at most C rows of a
+    view, and the policy's population bounds the number of units, so a view holding more rows shows
+    that the declared population is wrong (a charged failure, found only by reading).
+    """
+    rows = [s.max_rows_per_unit for s in plan.steps if s.statistic in COLLECTING_KINDS and s.part is StepPart.VALUE]
+    bounded = [r for r in rows if r is not None]
+    if population is None or not bounded:
+        return None
+    return population * max(bounded)

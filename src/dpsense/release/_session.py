@@ -47,7 +47,7 @@ from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
 from dpsense.query.sql import parse_sql
 from dpsense.release._datasets import Dataset, Declaration, attach, register
-from dpsense.release._executor import check_executable, execute
+from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy
 from dpsense.release._release import Release, release_value
 from dpsense.release._sql import SqlRelease
@@ -250,6 +250,7 @@ class Session:
         )
         check_executable(ir, result)
         self._check_cap(dataset, result)
+        self._collect_rows(dataset, result)  # refuses, before any charge, a bound above the engine's limit
         return dataset, ir, result
 
     def release(
@@ -277,6 +278,7 @@ class Session:
                 "leave the deterministic_entropy() block, or open a test session with allow_test_noise=True",
             )
         dataset, ir, the_plan = self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)
+        collect_rows = self._collect_rows(dataset, the_plan)
         requested = the_plan.requested
         reservation = self._ledger.reserve(
             dataset=dataset.name,
@@ -302,6 +304,7 @@ class Session:
                     salt=random_bytes(_SALT_BYTES),
                     engine_key=_engine_value,
                     constant_work=self._constant_work,
+                    max_collect_rows=collect_rows,
                 )
             if _pair(executed.total_loss) != _pair(reservation.loss):
                 raise InternalError(f"the steps ran at {executed.total_loss}, not the charged {reservation.loss}")
@@ -397,6 +400,21 @@ class Session:
                 float(the_plan.requested.epsilon),
                 f"ask for epsilon <= {float(cap):g}, or split the query into smaller releases",
             )
+
+    def _collect_rows(self, dataset: Dataset, the_plan: Plan) -> int | None:
+        """The public bound on collected rows, refused before any charge when the engine's limit is lower."""
+        population = (dataset.profile.policy or {}).get("population")
+        bound = collect_bound(the_plan, population if isinstance(population, int) else None)
+        limit = getattr(self._engine, "collect_limit", None)
+        if bound is not None and isinstance(limit, int) and bound > limit:
+            raise UsageError(
+                "the rows this release may collect to the driver (the policy's population times the "
+                "contribution bound) exceed the engine's collect limit",
+                {"worst_case_rows": bound, "collect_limit": limit},
+                "raise the engine's collect_limit (spark_collect_limit in a spec), lower max_rows_per_unit "
+                "for this statistic, or ask for an additive statistic",
+            )
+        return bound
 
     def _fingerprint(self, dataset: Dataset) -> str:
         """The keyed fingerprint of the dataset's snapshot (immutable once registered: read once)."""
