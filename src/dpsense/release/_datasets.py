@@ -140,7 +140,7 @@ def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, 
     chosen = source if source is not None else profile.source
     if chosen is None:
         raise UsageError(
-            "the dataset was registered from memory, so its data must be passed again",
+            "the dataset was registered from memory (a DataFrame or Arrow table), so its data must be passed again",
             name,
             "pass source= (the same DataFrame or file) when attaching",
         )
@@ -176,8 +176,18 @@ def apply_policies(engine: Engine, table: str, profile: Profile) -> None:
 
 
 def _source_path(source: object) -> str | None:
-    if isinstance(source, str | os.PathLike) and Path(source).is_file():
-        return str(Path(source).resolve())
+    """What to remember of a source so that a later session can attach it without ``source=``.
+
+    A local file or directory as its absolute path; any other text (an engine's table name, a URI
+    such as ``s3a://...``) as written, for the engine to resolve again; an in-memory frame: nothing.
+    Attaching always checks the keyed fingerprint, so a changed source is refused, never used.
+    """
+    if isinstance(source, str | os.PathLike):
+        text = os.fspath(source)
+        if not isinstance(text, str):
+            return None
+        path = Path(text)
+        return str(path.resolve()) if path.exists() else text
     return None
 
 

@@ -42,3 +42,25 @@ def test_a_worst_case_above_the_engines_collect_limit_is_refused_before_any_char
             assert session.release(events.query().agg(n=dp.count()), epsilon=1).table["n"].iloc[0] >= 0
     finally:
         engine.close()
+
+
+@pytest.mark.skipif(not spark_available(), reason="pyspark or Java is missing")
+def test_a_dataset_registered_from_a_spark_table_name_reattaches_without_source(tmp_path: Path) -> None:
+    from dpsense.engine import SparkEngine
+
+    spark = spark_session()
+    spark.createDataFrame(planted(persons=40)).createOrReplaceTempView("events_table")
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    first = SparkEngine(spark, collect_limit=10**7)
+    try:
+        with dp.Session.open(url, analyst="steward", role="steward", engine=first) as session:
+            register(session, "events_table")
+    finally:
+        first.close()
+    second = SparkEngine(spark, collect_limit=10**7)
+    try:
+        with dp.Session.open(url, analyst="steward", role="steward", engine=second) as session:
+            events = session.dataset("events")  # no source=: the table name was remembered
+            assert session.release(events.query().agg(n=dp.count()), epsilon=1).table["n"].iloc[0] >= 0
+    finally:
+        second.close()
