@@ -319,7 +319,15 @@ def release_tables(engine: Engine, source: Any, ledger: Path, seed: int) -> list
                     var_score=dp.variance("score"),
                 )
             )
-            filtered = events_ds.query().filter("label", "==", 1).agg(n=dp.count(), median=dp.median("hours"))
+            filtered = (
+                events_ds.query()
+                .filter("label", "==", 1)
+                .agg(
+                    n=dp.count(),
+                    median=dp.median("hours"),
+                    smooth=dp.median("hours", mechanism="smooth_median"),  # read by rank: distributed selection
+                )
+            )
             return [
                 session.release(grouped, epsilon=1.0).table,
                 session.release(filtered, epsilon=0.5).table,

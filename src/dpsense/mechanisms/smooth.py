@@ -36,7 +36,12 @@ from dpsense.mechanisms.result import MechanismResult
 from dpsense.mechanisms.smooth_noise import Family, SmoothNoisePlan, plan_smooth_noise, release_with_smooth_bound
 from dpsense.sensitivity._numeric import bounds_interval, clipped_sorted, finite_values
 from dpsense.sensitivity.closest_pair import closest_pair_inputs, closest_pair_smooth_bound
-from dpsense.sensitivity.order_statistics import median_rank, resize_to_public_n, smooth_order_statistic
+from dpsense.sensitivity.order_statistics import (
+    RankedValues,
+    median_rank,
+    resize_to_public_n,
+    smooth_order_statistic,
+)
 from dpsense.sensitivity.triangles import (
     as_graph,
     check_edge_privacy_unit,
@@ -95,7 +100,7 @@ def _release(
 
 
 def smooth_quantile(
-    values: ArrayLike,
+    values: ArrayLike | RankedValues,
     *,
     q: float | None = None,
     rank: int | None = None,
@@ -114,14 +119,16 @@ def smooth_quantile(
     """Release an order statistic (rank r, or r = max(1, ceil(q n)) with n public) by smooth sensitivity.
 
     The rank is computed from the public n (``public_n`` under add/remove, len(values) under replace),
-    never from anything else in the data.
+    never from anything else in the data. ``values`` may be ``RankedValues`` (clipped values known by
+    rank, e.g. an engine's distributed selection): only the window of ranks the bound needs is read.
     """
     adj = Adjacency.parse(adjacency)
     plan = _plan(noise, epsilon, delta, rho, noise_options)
     if (q is None) == (rank is None):
         raise UsageError("pass exactly one of q and rank", (q, rank), "e.g. q=0.5 for the median")
     if rank is None:
-        n = public_n if adj is Adjacency.ADD_REMOVE else np.asarray(values).size
+        size = values.size if isinstance(values, RankedValues) else np.asarray(values).size
+        n = public_n if adj is Adjacency.ADD_REMOVE else size
         if n is None:
             raise UsageError("add/remove adjacency needs a declared public_n", None, "declare public_n")
         qq = float(q)  # type: ignore[arg-type]

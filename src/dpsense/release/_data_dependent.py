@@ -20,7 +20,7 @@ from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
-from dpsense.engine import BoundedView, Engine, count_units
+from dpsense.engine import BoundedView, Engine, count_present, count_units
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, StepPart
 from dpsense.release._steps import (
@@ -34,6 +34,7 @@ from dpsense.release._steps import (
     ptr_record_budget,
 )
 from dpsense.sensitivity.graph import UndirectedGraph
+from dpsense.sensitivity.order_statistics import RankedValues
 from dpsense.sensitivity.public_n import resize_to_public_n
 
 #: A bound on rows per unit large enough to keep every row (for distinct-unit counts).
@@ -110,7 +111,11 @@ class DataDependentSteps:
         is ceil(q n^) (the median rank (n^ + 1) // 2), the trimmed mean trims floor(t n^) at each end.
         """
         low, high = (float(b) for b in agg.bounds[0])
-        groups = self._present_values(agg, value_step)
+        groups: list[NDArray[np.float64] | RankedValues]
+        if self._reads_by_rank(agg, value_step):
+            groups = [self._ranked_values(agg, value_step, (low, high))]
+        else:
+            groups = [*self._present_values(agg, value_step)]
         noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
         public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
         values: list[Any] = []
@@ -126,11 +131,27 @@ class DataDependentSteps:
         post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
         return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, value_step.loss]
 
+    def _reads_by_rank(self, agg: AggregateIR, step: PlanStep) -> bool:
+        """An ungrouped smooth quantile reads only a window of ranks (the engine's distributed selection)."""
+        return (
+            self.group_column is None
+            and agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
+            and step.mechanism.startswith("smooth_")
+        )
+
+    def _ranked_values(self, agg: AggregateIR, step: PlanStep, bounds: tuple[float, float]) -> RankedValues:
+        view = self.view(self._rows(step))
+        column = agg.columns[0]
+        (row,) = self.engine.group_aggregates(
+            view, group_column=None, keys=None, aggregates=[count_present(column, "present")]
+        )
+        return _EngineRanks(self.engine, view, column, bounds, row.counts["present"])
+
     def _resized_release(
         self,
         agg: AggregateIR,
         step: PlanStep,
-        x: NDArray[np.float64],
+        x: NDArray[np.float64] | RankedValues,
         n: int,
         bounds: tuple[float, float],
         q: Fraction | None,
@@ -149,9 +170,9 @@ class DataDependentSteps:
                 "public_n": n,
             }
             if agg.kind is AggregateKind.TRIMMED_MEAN:
-                answer = mech.ptr_trimmed_mean(x, trim=_trim(agg, n), **common)
+                answer = mech.ptr_trimmed_mean(_array(x), trim=_trim(agg, n), **common)
             else:
-                answer = mech.ptr_order_statistic(x, rank=_rank(q, n), **common)
+                answer = mech.ptr_order_statistic(_array(x), rank=_rank(q, n), **common)
             check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
             value = None if isinstance(answer, mech.Refusal) else float(answer.value)
             return value, ptr_note(answer)
@@ -166,13 +187,13 @@ class DataDependentSteps:
                 "constant_work": self.constant_work,
             }
             if agg.kind is AggregateKind.TRIMMED_MEAN:
-                result = mech.smooth_trimmed_mean(x, trim=_trim(agg, n), **shared)
+                result = mech.smooth_trimmed_mean(_array(x), trim=_trim(agg, n), **shared)
             else:
                 result = mech.smooth_quantile(x, rank=_rank(q, n), **shared)
             check_result_loss(result, PureDP(eps), step)
             return float(result.value), ""
         if mechanism == "inverse_sensitivity_trimmed_mean":
-            resized = resize_to_public_n(x, public_n=n, bounds=bounds)
+            resized = resize_to_public_n(_array(x), public_n=n, bounds=bounds)
             result = mech.inverse_sensitivity_trimmed_mean(
                 resized, trim=_trim(agg, n), bounds=bounds, epsilon=eps / changes
             )
@@ -294,6 +315,43 @@ class DataDependentSteps:
         note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
         loss = group_privacy(eps * self._record_changes(), self._rows(step))
         return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+class _EngineRanks:
+    """The clipped values of one column of a bounded view, read by rank (``Engine.order_statistics_window``).
+
+    The engine selects order statistics without sending the column to the driver (DuckDB: a window
+    over the sorted view; Spark: distributed selection); the count of present values is the one the
+    noisy count releases, so ranks 1..size are exactly the values the collected column would hold.
+    """
+
+    def __init__(self, engine: Engine, view: BoundedView, column: str, bounds: tuple[float, float], size: int) -> None:
+        self._engine, self._view, self._column = engine, view, column
+        self._bounds = bounds
+        self._size = size
+
+    @property
+    def size(self) -> int:
+        """The number of present values in the view."""
+        return self._size
+
+    def ranks(self, first: int, last: int) -> NDArray[np.float64]:
+        """The sorted clipped values of ranks ``first..last`` (1-based, inclusive)."""
+        center = (first + last) // 2
+        width = max(center - first, last - center)
+        low, high = self._bounds
+        window = self._engine.order_statistics_window(
+            self._view, column=self._column, low=low, high=high, rank=center, width=width
+        )
+        keep = (window.ranks >= first) & (window.ranks <= last)
+        return window.values[keep]
+
+
+def _array(values: NDArray[np.float64] | RankedValues) -> NDArray[np.float64]:
+    """The collected values (only the smooth quantile reads by rank)."""
+    if isinstance(values, RankedValues):
+        raise InternalError("this mechanism needs the collected values, not values by rank")
+    return values
 
 
 def _scalar(value: Any) -> Any:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -226,6 +227,24 @@ def order_statistic_distance(
 # Fast path: partition a window around the rank instead of sorting.
 
 
+@runtime_checkable
+class RankedValues(Protocol):
+    """Clipped values known by rank only: ``size`` of them, and the sorted ones at given ranks.
+
+    Lets the smooth order statistic read just the window of ranks it needs from a store that can
+    select order statistics without handing over the column (an engine's distributed selection).
+    """
+
+    @property
+    def size(self) -> int:
+        """The number of values (private: it is used inside the mechanism, never released)."""
+        ...
+
+    def ranks(self, first: int, last: int) -> F64:
+        """The sorted clipped values of ranks ``first..last`` (1-based, inclusive, within 1..size)."""
+        ...
+
+
 class _PartialSort:
     """An array whose positions [lo, hi) hold their sorted values, grown by single-kth partitions."""
 
@@ -255,6 +274,16 @@ class _PartialSort:
             a[self.hi : hi].sort()
             self.hi = hi
 
+    @property
+    def size(self) -> int:
+        """The number of values."""
+        return int(self.data.size)
+
+    def ranks(self, first: int, last: int) -> F64:
+        """The sorted values of ranks ``first..last`` (1-based, inclusive)."""
+        self.cover(first - 1, last)
+        return self.data[first - 1 : last]
+
 
 @dataclass(frozen=True)
 class SmoothOrderStatistic:
@@ -280,22 +309,21 @@ class SmoothOrderStatistic:
     max_records_per_unit: int
 
 
-def _window_ranks(part: _PartialSort, t0: int, t1: int, n: int, shift: int, lo: float, hi: float) -> F64:
+def _window_ranks(part: RankedValues, t0: int, t1: int, n: int, shift: int, lo: float, hi: float) -> F64:
     """Order statistics of the resized data for ranks t0..t1 (pads included), from the data ranks."""
-    m = part.data.size
+    m = part.size
     ranks = np.arange(t0, t1 + 1)
     data_ranks = ranks + shift
     inside = (ranks >= 1) & (ranks <= n) & (data_ranks >= 1) & (data_ranks <= m)
     ext = np.where((ranks >= n + 1) | (data_ranks >= m + 1), hi, lo)
     if inside.any():
         d0, d1 = int(data_ranks[inside][0]), int(data_ranks[inside][-1])
-        part.cover(d0 - 1, d1)
-        ext[inside] = part.data[d0 - 1 : d1]
+        ext[inside] = part.ranks(d0, d1)
     return ext
 
 
 def smooth_order_statistic(
-    values: ArrayLike,
+    values: ArrayLike | RankedValues,
     *,
     bounds: BoundsLike,
     beta: float,
@@ -314,7 +342,8 @@ def smooth_order_statistic(
     fully sorted data. With ``constant_work=K`` exactly K terms plus the tail are evaluated.
 
     Args:
-        values: raw values (any order); clipped to ``bounds`` here.
+        values: raw values (any order), clipped to ``bounds`` here; or ``RankedValues`` already
+            clipped to ``bounds`` (only the window of ranks the bound needs is read from them).
         bounds: public clipping bounds [L, U].
         beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (ALGORITHMS.md 3.3).
         rank: public rank in 1..n; default ``median_rank(n)`` (lower median for even n).
@@ -337,10 +366,10 @@ def smooth_order_statistic(
     b = check_beta(beta)
     c = check_count(max_records_per_unit, name="max_records_per_unit", minimum=1)
     lo, hi = bounds_interval(bounds)
-    data = np.clip(finite_values(values), lo, hi)  # a fresh array: partitioned in place below
-    n, shift = _resolve_size(data.size, adj, public_n)
+    # an array is clipped into a fresh copy (partitioned in place below); ranked values come clipped
+    part = values if isinstance(values, RankedValues) else _PartialSort(np.clip(finite_values(values), lo, hi))
+    n, shift = _resolve_size(part.size, adj, public_n)
     r = median_rank(n) if rank is None else _check_rank(rank, n)
-    part = _PartialSort(data)
     cap = sub_up(hi, lo)
     if constant_work is None:
         width = math.ceil(_WINDOW_LOG_RATIO / b)
@@ -392,6 +421,7 @@ __all__ = [
     "BoundsLike",
     "FloatInterval",
     "OrderStatisticFamily",
+    "RankedValues",
     "SmoothOrderStatistic",
     "median_rank",
     "median_smooth_sensitivity",

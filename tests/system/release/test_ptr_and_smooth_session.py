@@ -141,3 +141,27 @@ def test_ptr_group_privacy_keeps_the_unit_within_the_charge(rows: int, changes: 
     unit_delta = k * math.exp((k - 1) * float(eps_r)) * float(delta_r)  # Vadhan 2017, Lemma 2.2
     assert unit_delta <= float(delta)
     assert unit_delta >= 0.999 * float(delta)  # and not needlessly small
+
+
+def test_an_ungrouped_smooth_median_reads_a_window_of_ranks_not_the_column(
+    steward: dp.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = planted(persons=40_000)
+    events = register(steward, frame)
+    engine = steward._engine  # the session's real DuckDB engine
+
+    def no_collect(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the column was collected")
+
+    monkeypatch.setattr(engine, "collect", no_collect)
+    windows: list[int] = []
+    real = engine.order_statistics_window
+
+    def recording(view: object, **kwargs: int) -> object:
+        windows.append(2 * kwargs["width"] + 1)
+        return real(view, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "order_statistics_window", recording)
+    release = steward.release(events.query().agg(m=dp.median("age", mechanism="smooth_median")), epsilon=2)
+    assert abs(release.table["m"].iloc[0] - float(np.median(frame["age"]))) <= 10
+    assert windows and max(windows) < len(frame) / 10  # a window around the rank, not 120,000 values
