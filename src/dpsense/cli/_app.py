@@ -155,7 +155,14 @@ def demo(
 @dataset_app.command("add")
 def dataset_add(
     name: Annotated[str, typer.Argument(help="The dataset's name.")],
-    source: Annotated[Path, typer.Option("--source", exists=True, dir_okay=False, help="CSV or Parquet file.")],
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source",
+            help="CSV or Parquet file; with --engine spark also a Parquet directory, a URI (s3a://, hdfs://) "
+            "or a catalog table name.",
+        ),
+    ],
     unit: Annotated[str, typer.Option("--unit", help="The privacy-unit column (whose data one guarantee covers).")],
     budget_epsilon: Annotated[str, typer.Option("--budget-epsilon", metavar="E", help="The total ε.")],
     privacy_policy: Annotated[
@@ -208,6 +215,12 @@ def dataset_add(
         group_caps = parse_counts("--max-groups", max_groups or [], "region=1")
         the_policy = load_policy(privacy_policy)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
+        if choice.name is EngineName.DUCKDB and not Path(source).is_file():
+            raise UsageError(
+                "--source must be an existing CSV or Parquet file on the embedded engine",
+                source,
+                "check the path, or pass --engine spark for a directory, a URI or a table name",
+            )
         with _session(ledger, analyst, steward, choice) as session:
             with io.err.status(f"registering {name!r}: reading and checking the data…"):
                 dataset = session.register_dataset(

@@ -115,3 +115,31 @@ def test_a_spark_spec_releases_what_the_duckdb_spec_releases(tmp_path: Path) -> 
         for name, tolerance in NEAR.items():
             assert abs(row[name] - by_region[row["region"]][name]) <= tolerance, (name, row, by_region)
     assert spark_session().sparkContext._jsc.sc().isStopped() is False  # the shared session still runs
+
+
+def test_the_embedded_engine_wants_an_existing_file(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, f"sqlite:///{tmp_path / 'l.db'}")
+    policy = write_yaml(tmp_path / "policy.yaml", POLICY)
+    added = cli.steward(
+        "dataset", "add", "events", "--source", "events_table", "--unit", "person_id",
+        "--budget-epsilon", "1", "--privacy-policy", str(policy),
+    )  # fmt: skip
+    assert added.exit_code == 2
+    assert "existing CSV or Parquet file" in added.stderr and "--engine spark" in added.stderr
+
+
+@pytest.mark.skipif(not spark_available(), reason="pyspark or Java is not installed")
+def test_a_spark_table_name_is_a_cli_source(tmp_path: Path) -> None:
+    spark = spark_session()  # the shared local[2] session: the CLI reuses it
+    spark.read.csv(str(write_csv(tmp_path / "events.csv")), header=True, inferSchema=True).createOrReplaceTempView(
+        "cli_events"
+    )
+    cli = Cli(tmp_path, f"sqlite:///{tmp_path / 'l.db'}")
+    policy = write_yaml(tmp_path / "policy.yaml", POLICY)
+    added = cli.steward(
+        "dataset", "add", "events", "--source", "cli_events", "--unit", "person_id",
+        "--bound", "hours=0:24", "--max-rows-per-unit", "3", "--budget-epsilon", "2",
+        "--privacy-policy", str(policy), "--engine", "spark",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.stderr
+    assert "registered" in added.stdout
