@@ -39,6 +39,7 @@ from dpsense.sensitivity.order_statistics import (
     OrderStatisticFamily,
     median_rank,
     order_statistic_local_sensitivity,
+    resize_to_public_n,
     smooth_order_statistic,
 )
 from dpsense.sensitivity.smooth import MonotoneFamily
@@ -242,6 +243,53 @@ def trimmed_mean_statistic(trim: int, bounds: tuple[float, float]) -> SmoothStat
         family=lambda x: TrimmedMeanFamily(ordered(x), trim, bounds),
         release=lambda x, noise: smooth_trimmed_mean(
             x, trim=trim, bounds=bounds, adjacency="replace", **noise.kwargs()
+        ),
+    )
+
+
+def median_public_n_statistic(bounds: tuple[float, float], public_n: int) -> SmoothStatistic:
+    """``smooth_median`` under add/remove adjacency with a public n: the data resized to n first.
+
+    This is how the release system runs a smooth quantile (n is a released noisy count): one added or
+    removed record is at most one replacement of the resized data (``resize_to_public_n``).
+    """
+
+    def resized(x: Sequence[float]) -> F64:
+        return resize_to_public_n(x, public_n=public_n, bounds=bounds)
+
+    rank = median_rank(public_n)
+    return SmoothStatistic(
+        "smooth_median",
+        value=lambda x: float(resized(x)[rank - 1]),
+        bound=lambda x, beta: (
+            smooth_order_statistic(
+                x, bounds=bounds, beta=beta, adjacency="add_remove", public_n=public_n
+            ).smooth_sensitivity
+        ),
+        local=lambda x: order_statistic_local_sensitivity(resized(x), rank, bounds),
+        family=lambda x: OrderStatisticFamily(resized(x), rank, bounds),
+        release=lambda x, noise: smooth_median(
+            x, bounds=bounds, adjacency="add_remove", public_n=public_n, **noise.kwargs()
+        ),
+    )
+
+
+def trimmed_mean_public_n_statistic(trim: int, bounds: tuple[float, float], public_n: int) -> SmoothStatistic:
+    """``smooth_trimmed_mean`` under add/remove adjacency with a public n (the release system's form)."""
+
+    def resized(x: Sequence[float]) -> F64:
+        return resize_to_public_n(x, public_n=public_n, bounds=bounds)
+
+    return SmoothStatistic(
+        "smooth_trimmed_mean",
+        value=lambda x: trimmed_mean(resized(x), trim, bounds),
+        bound=lambda x, beta: trimmed_mean_smooth_sensitivity(
+            x, bounds=bounds, trim=trim, beta=beta, adjacency="add_remove", public_n=public_n
+        ),
+        local=lambda x: trimmed_mean_local_sensitivity(resized(x), trim, bounds),
+        family=lambda x: TrimmedMeanFamily(resized(x), trim, bounds),
+        release=lambda x, noise: smooth_trimmed_mean(
+            x, trim=trim, bounds=bounds, adjacency="add_remove", public_n=public_n, **noise.kwargs()
         ),
     )
 

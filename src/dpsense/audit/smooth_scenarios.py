@@ -118,11 +118,13 @@ from dpsense.audit.smooth_laws import (
     control_truncated_loop,
     control_wrong_beta,
     end_to_end_pair,
+    median_public_n_statistic,
     median_statistic,
     min_distance_statistic,
     pair_sampler,
     smooth_pair,
     triangle_statistic,
+    trimmed_mean_public_n_statistic,
     trimmed_mean_statistic,
 )
 from dpsense.mechanisms.inverse_family import inverse_sensitivity_with_family
@@ -270,6 +272,25 @@ def smooth_release_scenarios() -> list[Scenario]:
             "m=1 (30,30,70x4,90) vs 30->100: Δf=12, S x e^β",
             end_to_end_pair(trim, TRIM_LLN_X, TRIM_LLN_Y, LLN),
             slow=True,
+        ),
+    ]
+    # Add/remove with a public n (the release system's smooth quantiles and trimmed means): adding
+    # one record M to the seven below resizes (drops the smallest) to the replace pair above.
+    n = len(SEED_X)
+    median_n = median_public_n_statistic(MEDIAN_BOUNDS, n)
+    trim_n = trimmed_mean_public_n_statistic(TRIM, MEDIAN_BOUNDS, n)
+    out += [
+        _smooth(
+            "smooth_median cauchy, add/remove, public n: seed pair",
+            CAUCHY,
+            "seed x vs x + {M}, n = 7: resized to the seed replace pair",
+            smooth_pair(median_n, SEED_X, (*SEED_X, MEDIAN_BOUNDS[1]), CAUCHY),
+        ),
+        _smooth(
+            "smooth_trimmed_mean cauchy, add/remove, public n",
+            CAUCHY,
+            "m=1 (50 x6, 80) vs + {100}, n = 7: resized to the replace pair above",
+            smooth_pair(trim_n, TRIM_X, (*TRIM_X, MEDIAN_BOUNDS[1]), CAUCHY),
         ),
     ]
     line_text = "1-D (6,9,10,11,12) vs 6->9: f 1->0, S x e^-β"
