@@ -195,6 +195,26 @@ def test_sql_and_yaml_releases_go_through_the_same_session(service: Service) -> 
     assert broken.status_code == 400 and "YAML" in broken.json()["error"]["message"]
 
 
+def test_variance_ptr_and_a_refusal_travel_over_http(service: Service) -> None:
+    body = {
+        "dataset": "events",
+        "epsilon": 0.5,
+        "delta": "1e-9",
+        "aggregates": {
+            "v": {"kind": "variance", "column": "hours", "max_rows_per_unit": 3},
+            # a proposed bound no real data meets: PTR refuses, and the refusal is the (charged) answer
+            "m": {"kind": "median", "column": "age", "mechanism": "ptr_order_statistic", "proposed_bound": "1e-9"},
+        },
+    }
+    response = service.api("dave").post("/v1/releases", body, key=new_key())
+    assert response.status_code == 200, response.text
+    doc = response.json()
+    row = dict(zip(doc["columns"], doc["rows"][0], strict=True))
+    assert 0 <= row["v"] <= 144 and row["m"] is None
+    assert (doc["charged"]["epsilon"], doc["charged"]["delta"]) == ("1/2", "1/1000000000")
+    assert "refused" in doc["explain"]
+
+
 def test_preview_charges_nothing(service: Service) -> None:
     before = _spent(service)
     response = service.api("dave").post("/v1/preview", spec(1.5))
