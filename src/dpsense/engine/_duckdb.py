@@ -152,6 +152,11 @@ class DuckDBEngine:
             self._con.close()
         self._closed = True
 
+    @property
+    def collect_limit(self) -> int | None:
+        """``None``: DuckDB runs in the caller's process, so ``collect`` has no limit of its own."""
+        return None
+
     def drop(self, view: BoundedView) -> None:
         """Remove a temporary view now (idempotent)."""
         self._check_open()

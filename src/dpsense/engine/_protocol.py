@@ -194,6 +194,15 @@ class Engine(Protocol):
         """
         ...
 
+    @property
+    def collect_limit(self) -> int | None:
+        """The most rows ``collect`` may bring to the caller, or ``None`` for no limit of the engine's own.
+
+        A public setting (the driver's memory), never derived from data: the release layer compares
+        a public worst case with it before charging.
+        """
+        ...
+
     def drop(self, view: BoundedView) -> None:
         """Remove a temporary view now."""
         ...

@@ -9,6 +9,7 @@ parallel. No data-dependent scale is ever reported as accuracy.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -41,7 +42,7 @@ from dpsense.sensitivity.public_n import resize_to_public_n
 ALL_ROWS = (1 << 31) - 1
 
 
-class DataDependentSteps:
+class DataDependentSteps(ABC):
     """The data-dependent handlers of a release runner (mixed into ``_executor._Runner``)."""
 
     engine: Engine
@@ -52,9 +53,9 @@ class DataDependentSteps:
     engine_key: Callable[[Any], Any]
     max_collect_rows: int | None
 
+    @abstractmethod
     def view(self, rows: int, group_column: str | None = None) -> BoundedView:
         """The release's bounded view with at most ``rows`` rows per unit (the runner caches them)."""
-        raise NotImplementedError
 
     def _rows(self, step: PlanStep) -> int:
         if step.max_rows_per_unit is None:

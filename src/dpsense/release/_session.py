@@ -38,7 +38,6 @@ from dpsense.core.errors import (
     UsageError,
 )
 from dpsense.core.numbers import NumberLike
-from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import Engine
 from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
@@ -51,6 +50,7 @@ from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy
 from dpsense.release._release import Release, release_value
 from dpsense.release._sql import SqlRelease
+from dpsense.release._steps import loss_pair
 
 #: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
 MECHANISM_VERSION = "dpsense-release/1"
@@ -237,7 +237,8 @@ class Session:
 
     def _planned(
         self, query: Query, *, epsilon: NumberLike, delta: NumberLike, public_n: int | None
-    ) -> tuple[Dataset, QueryIR, Plan]:
+    ) -> tuple[Dataset, QueryIR, Plan, int | None]:
+        """The dataset, the query, its plan and the public bound on collected rows (refusals before any charge)."""
         dataset = self._attached(query)
         ir = _with_declared_rules(query, dataset).build(dataset.schema)
         result = plan(
@@ -250,8 +251,8 @@ class Session:
         )
         check_executable(ir, result)
         self._check_cap(dataset, result)
-        self._collect_rows(dataset, result)  # refuses, before any charge, a bound above the engine's limit
-        return dataset, ir, result
+        collect_rows = self._collect_rows(dataset, result)  # refuses a bound above the engine's limit
+        return dataset, ir, result, collect_rows
 
     def release(
         self,
@@ -277,8 +278,7 @@ class Session:
                 "deterministic_entropy active",
                 "leave the deterministic_entropy() block, or open a test session with allow_test_noise=True",
             )
-        dataset, ir, the_plan = self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)
-        collect_rows = self._collect_rows(dataset, the_plan)
+        dataset, ir, the_plan, collect_rows = self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)
         requested = the_plan.requested
         reservation = self._ledger.reserve(
             dataset=dataset.name,
@@ -306,7 +306,7 @@ class Session:
                     constant_work=self._constant_work,
                     max_collect_rows=collect_rows,
                 )
-            if _pair(executed.total_loss) != _pair(reservation.loss):
+            if loss_pair(executed.total_loss) != loss_pair(reservation.loss):
                 raise InternalError(f"the steps ran at {executed.total_loss}, not the charged {reservation.loss}")
             record = ReleaseRecord(
                 value=release_value(executed),
@@ -405,8 +405,8 @@ class Session:
         """The public bound on collected rows, refused before any charge when the engine's limit is lower."""
         population = (dataset.profile.policy or {}).get("population")
         bound = collect_bound(the_plan, population if isinstance(population, int) else None)
-        limit = getattr(self._engine, "collect_limit", None)
-        if bound is not None and isinstance(limit, int) and bound > limit:
+        limit = self._engine.collect_limit
+        if bound is not None and limit is not None and bound > limit:
             raise UsageError(
                 "the rows this release may collect to the driver (the policy's population times the "
                 "contribution bound) exceed the engine's collect limit",
@@ -472,14 +472,6 @@ def _engine_value(value: Any) -> Any:
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 else float(value)
     return value
-
-
-def _pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
-    if isinstance(loss, ApproxDP):
-        return (loss.epsilon, loss.delta)
-    if isinstance(loss, PureDP):
-        return (loss.epsilon, Fraction(0))
-    raise InternalError("a zCDP loss in a (ε, δ) release")
 
 
 def _check_constant_work(value: object) -> int | None:

@@ -94,16 +94,17 @@ def uniform_cell(bounds: tuple[float, float]) -> float:
 
 
 def check_result_loss(result: MechanismResult | mech.Refusal, expected: PrivacyLoss, step: PlanStep) -> None:
-    if _pair(result.loss) != _pair(expected):
+    if loss_pair(result.loss) != loss_pair(expected):
         raise InternalError(f"step {step.output!r} ran at {result.loss}, not the planned {expected}")
 
 
-def _pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
+def loss_pair(loss: PrivacyLoss) -> tuple[Fraction, Fraction]:
+    """(ε, δ) of a pure or approximate DP loss, for exact comparisons (a zCDP loss is an internal error)."""
     if isinstance(loss, ApproxDP):
         return (loss.epsilon, loss.delta)
     if isinstance(loss, PureDP):
         return (loss.epsilon, Fraction(0))
-    raise InternalError("a zCDP loss in a (ε, δ) plan")
+    raise InternalError("a zCDP loss in a (ε, δ) release")
 
 
 def group_privacy(eps: Fraction, rows: int) -> PrivacyLoss:
