@@ -52,7 +52,7 @@ from dpsense.query import (
     AggregateKind,
     Query,
 )
-from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields
+from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields, build_query
 from dpsense.release import PrivacyPolicy
 
 RELEASE_HELP = "see the spec format in `dpsense release --help`"
@@ -120,7 +120,6 @@ class GroupBySpec(StrictModel):
 
     column: str
     keys: list[Scalar] | None = None
-    proposed_bound: Number | None = None
 
 
 class ReleaseSpec(StrictModel):
@@ -176,25 +175,11 @@ class ReleaseSpec(StrictModel):
 
     def query(self) -> Query:
         """The query this spec asks for; a value the query layer refuses names its field."""
-        with _field("dataset"):
-            query = Query(self.dataset)
-        for i, f in enumerate(self.filters):
-            with _field(f"filters[{i}]"):
-                query = query.filter(f.column, f.op, f.value)
-        if self.group_by is not None:
-            with _field("group_by"):
-                query = query.group_by(self.group_by.column, keys=self.group_by.keys)
-        if self.max_groups_per_unit is not None:
-            with _field("max_groups_per_unit"):
-                query = query.max_groups_per_unit(self.max_groups_per_unit)
         if not self.aggregates:
             raise SpecError(
                 "release spec aggregates", "a release needs one aggregate or more", {}, "add n: {kind: count}"
             )
-        for name, spec in self.aggregates.items():
-            with _field(f"aggregates.{name}"):
-                query = query.agg(**{name: spec.aggregate()})
-        return query
+        return build_query(self, _field)
 
     def source_path(self, spec_file: Path) -> Path | None:
         """The data source, resolved against the spec file's folder."""

@@ -6,13 +6,15 @@ SPEC.yaml``, the service's JSON body), so that they accept exactly the same requ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from dpsense.query import _aggregates as agg
 from dpsense.query._aggregates import Aggregate, AggregateKind
+from dpsense.query._builder import Query
 
-__all__ = ["AGGREGATE_FIELDS", "aggregate_from_fields"]
+__all__ = ["AGGREGATE_FIELDS", "DeclarativeRequest", "aggregate_from_fields", "build_query"]
 
 _SHARED = frozenset({"kind", "max_rows_per_unit", "mechanism"})
 _NUMERIC = _SHARED | {"column", "bounds"}
@@ -85,3 +87,61 @@ def aggregate_from_fields(kind: AggregateKind, fields: Mapping[str, Any]) -> Agg
     others); the constructors check the values.
     """
     return _BUILDERS[kind]({k: v for k, v in fields.items() if v is not None})
+
+
+class _Filter(Protocol):
+    @property
+    def column(self) -> str: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def value(self) -> Any: ...
+
+
+class _GroupBy(Protocol):
+    @property
+    def column(self) -> str: ...
+    @property
+    def keys(self) -> Sequence[Any] | None: ...
+
+
+class _Statistic(Protocol):
+    def aggregate(self) -> Aggregate: ...
+
+
+class DeclarativeRequest(Protocol):
+    """What a YAML spec and an HTTP release body both state (their models have these fields)."""
+
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def filters(self) -> Sequence[_Filter]: ...
+    @property
+    def group_by(self) -> _GroupBy | None: ...
+    @property
+    def max_groups_per_unit(self) -> int | None: ...
+    @property
+    def aggregates(self) -> Mapping[str, _Statistic]: ...
+
+
+def build_query(request: DeclarativeRequest, field: Callable[[str], AbstractContextManager[None]]) -> Query:
+    """The query a declarative request describes, each step inside ``field(name)``.
+
+    ``field`` turns a refusal of the query layer into the front end's error naming the request field
+    (``filters[0]``, ``group_by``, ``aggregates.mean_hours``, ...).
+    """
+    with field("dataset"):
+        query = Query(request.dataset)
+    for i, f in enumerate(request.filters):
+        with field(f"filters[{i}]"):
+            query = query.filter(f.column, f.op, f.value)
+    if request.group_by is not None:
+        with field("group_by"):
+            query = query.group_by(request.group_by.column, keys=request.group_by.keys)
+    if request.max_groups_per_unit is not None:
+        with field("max_groups_per_unit"):
+            query = query.max_groups_per_unit(request.max_groups_per_unit)
+    for name, spec in request.aggregates.items():
+        with field(f"aggregates.{name}"):
+            query = query.agg(**{name: spec.aggregate()})
+    return query

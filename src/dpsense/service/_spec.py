@@ -41,7 +41,7 @@ from dpsense.query import (
     AggregateKind,
     Query,
 )
-from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields
+from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields, build_query
 
 
 def _storable(value: str) -> str:
@@ -148,20 +148,7 @@ class ReleaseBody(Body):
 
     def query(self) -> Query:
         """The query this request asks for; a value the query layer refuses names its field."""
-        query = Query(self.dataset)
-        for i, f in enumerate(self.filters):
-            with _field(f"filters[{i}]"):
-                query = query.filter(f.column, f.op, f.value)
-        if self.group_by is not None:
-            with _field("group_by"):
-                query = query.group_by(self.group_by.column, keys=self.group_by.keys)
-        if self.max_groups_per_unit is not None:
-            with _field("max_groups_per_unit"):
-                query = query.max_groups_per_unit(self.max_groups_per_unit)
-        for name, spec in self.aggregates.items():
-            with _field(f"aggregates.{name}"):
-                query = query.agg(**{name: spec.aggregate()})
-        return query
+        return build_query(self, _field)
 
 
 class SqlBody(Body):
