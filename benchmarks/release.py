@@ -35,7 +35,7 @@ informative ``INFO`` line for each other size; exits 0 even when the target is m
 from __future__ import annotations
 
 import argparse
-import resource
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,7 +45,10 @@ from typing import Any
 
 import duckdb
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import dpsense as dp
+from _timing import TimedEngine, label, peak_rss_mib
 from dpsense.engine import DuckDBEngine, clipped_sum, count_rows
 from dpsense.noise.entropy import random_bytes
 
@@ -95,37 +98,6 @@ def best_of(repeats: int, *runs: Callable[[], object]) -> list[float]:
             run()
             best[i] = min(best[i], time.perf_counter() - start)
     return best
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def label(rows: int) -> str:
-    exponent = len(str(rows)) - 1
-    return f"1e{exponent}" if rows == 10**exponent else str(rows)
-
-
-class TimedEngine:
-    """A DuckDBEngine that adds up the seconds spent in its calls (to split a release's time)."""
-
-    def __init__(self, inner: DuckDBEngine) -> None:
-        self.inner = inner
-        self.seconds = 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if not callable(attr) or name == "release_scope":
-            return attr
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return attr(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-
-        return timed
 
 
 def index_if_needed(engine: DuckDBEngine, table: str, unit: str) -> None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -53,7 +52,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import dpsense as dp
+from _timing import TimedEngine, label, peak_rss_mib
 from dpsense.engine import SparkEngine, clipped_sum, count_rows, predicate
 from dpsense.noise.entropy import random_bytes
 
@@ -121,35 +123,8 @@ def best_of(repeats: int, run: Callable[[], object]) -> float:
     return best
 
 
-def label(rows: int) -> str:
-    exponent = len(str(rows)) - 1
-    return f"1e{exponent}" if rows == 10**exponent else str(rows)
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.0f}ms" if seconds < 10 else f"{seconds:.1f}s"
-
-
-class TimedEngine:
-    """A SparkEngine that adds up the seconds spent in its calls (to split a release's time)."""
-
-    def __init__(self, inner: SparkEngine) -> None:
-        self.inner = inner
-        self.seconds = 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if not callable(attr) or name == "release_scope":
-            return attr
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return attr(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-
-        return timed
 
 
 @dataclass
@@ -234,7 +209,7 @@ def engine_pass(engine: SparkEngine, table: str, where: list[Any]) -> None:
 
 
 def memory_report(spark: SparkSession) -> str:
-    python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    python_peak = peak_rss_mib()
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     pid = int(jvm.java.lang.ProcessHandle.current().pid())
