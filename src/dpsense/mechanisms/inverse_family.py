@@ -134,10 +134,10 @@ def inverse_sensitivity_min_distance(
 ) -> MechanismResult:
     """The minimum pairwise distance by the family-based inverse-sensitivity mechanism, on [0, G]."""
     adj = Adjacency.parse(adjacency)
-    pts, value, cap = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
+    pts, value, cap, top = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
     family = closest_pair_family(pts, G=cap, variant="auto")
     return inverse_sensitivity_with_family(
-        value, family, output_range=(0.0, cap), epsilon=epsilon, resolution=resolution
+        value, family, output_range=(0.0, top), epsilon=epsilon, resolution=resolution
     )
 
 

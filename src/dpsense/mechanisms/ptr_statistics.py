@@ -113,7 +113,7 @@ def ptr_min_distance(
 ) -> MechanismResult | Refusal:
     """PTR for the minimum pairwise distance of points in the public box [low, high]^d (section 6.5)."""
     adj = Adjacency.parse(adjacency)
-    pts, value, cap = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
+    pts, value, cap, top = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
     return ptr_with_family(
         value,
         closest_pair_family(pts, G=cap, variant="auto"),
@@ -121,7 +121,7 @@ def ptr_min_distance(
         epsilon_test=epsilon_test,
         epsilon_release=epsilon_release,
         delta=delta,
-        output_clamp=(0.0, cap),
+        output_clamp=(0.0, top),
     )
 
 

@@ -237,7 +237,7 @@ def smooth_min_distance(
     """
     adj = Adjacency.parse(adjacency)
     plan = _plan(noise, epsilon, delta, rho, noise_options)
-    pts, value, cap = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
+    pts, value, cap, top = closest_pair_inputs(points, low=float(box[0]), high=float(box[1]), adjacency=adj)
     bound = closest_pair_smooth_bound(
         pts,
         beta=plan.beta_float,
@@ -250,7 +250,7 @@ def smooth_min_distance(
         bound,
         cap,
         plan,
-        clamp=(0.0, cap),
+        clamp=(0.0, top),
         output_grid=output_grid,
         statistic="minimum pairwise distance",
         adjacency=adj.value,

@@ -158,9 +158,26 @@ def closest_pair_global_sensitivity(
     lo, hi = _check_box(low, high)
     if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 1024:
         raise UsageError("dim must be an integer in [1, 1024]", dim, "pass the number of coordinates")
-    diameter = math.sqrt(dim) * (hi - lo)
+    return _round_up(closest_pair_range_top(adjacency=adj, dim=dim, low=lo, high=hi, n=n))
+
+
+def closest_pair_range_top(
+    *, adjacency: Adjacency | str, dim: int, low: float, high: float, n: int | None = None
+) -> float:
+    """The largest value a released minimum distance is clamped to: G before its upward rounding.
+
+    The diameter sqrt(p) Lambda (add/remove) or the pigeonhole bound on D_n (replace), computed in
+    plain float arithmetic. No minimum distance of points in the box exceeds it, so clamping a
+    release to [0, top] is post-processing that keeps every answer inside the box's possible range
+    (the cap G itself lies a relative 2^-40 above it, to bound the computed distances).
+    """
+    adj = Adjacency.parse(adjacency)
+    lo, hi = _check_box(low, high)
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 1024:
+        raise UsageError("dim must be an integer in [1, 1024]", dim, "pass the number of coordinates")
+    diameter = math.sqrt(dim) * float(hi - lo)
     if adj is Adjacency.ADD_REMOVE:
-        return _round_up(diameter)
+        return diameter
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise UsageError("replace adjacency needs the public n >= 2", n, "pass n=<number of points>")
     side = max(2, round(n ** (1.0 / dim)))
@@ -168,7 +185,7 @@ def closest_pair_global_sensitivity(
         side += 1
     while side > 2 and (side - 1) ** dim >= n:
         side -= 1
-    return _round_up(diameter / (side - 1))  # (side - 1)^dim < n <= side^dim
+    return float(diameter / (side - 1))  # (side - 1)^dim < n <= side^dim
 
 
 def closest_pair_local_sensitivity(points: ArrayLike, *, low: float, high: float, adjacency: Adjacency | str) -> float:
@@ -433,11 +450,12 @@ def closest_pair_distance_to_instability(
 
 def closest_pair_inputs(
     points: ArrayLike, *, low: float, high: float, adjacency: Adjacency | str
-) -> tuple[F64, float, float]:
-    """The points clipped to the public box as an (n, p) array, f(x) and the public cap G.
+) -> tuple[F64, float, float, float]:
+    """The points clipped to the public box as an (n, p) array, f(x), the public cap G and the output top.
 
-    f is defined as G below two points (add/remove) and never exceeds G. Shared by the smooth, PTR
-    and inverse-sensitivity releases of the minimum pairwise distance.
+    f is defined as G below two points (add/remove) and never exceeds G. The releases clamp to
+    [0, top] (``closest_pair_range_top``: G before rounding up), so no answer exceeds the box's
+    diameter. Shared by the smooth, PTR and inverse-sensitivity releases of the minimum pairwise distance.
     """
     adj = Adjacency.parse(adjacency)
     raw = np.asarray(points, dtype=np.float64)
@@ -446,5 +464,6 @@ def closest_pair_inputs(
     cap = closest_pair_global_sensitivity(
         adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None
     )
+    top = closest_pair_range_top(adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None)
     value = min(cap, min_pairwise_distance(pts)) if n >= 2 else cap
-    return pts, value, cap
+    return pts, value, cap, top

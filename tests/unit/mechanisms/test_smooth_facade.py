@@ -83,6 +83,35 @@ def test_trimmed_mean_min_distance_triangles() -> None:
         smooth_triangle_count(graph, privacy_unit="node", epsilon=1)
 
 
+@pytest.mark.parametrize("adjacency", ["add_remove", "replace"])
+def test_min_distance_releases_never_leave_the_box_range(adjacency: str) -> None:
+    """f = the diameter (two far points) or G (one point): half the noisy draws land on the top of the range.
+
+    The cap G is rounded up by a relative 2^-40 to bound computed distances; the release is clamped to
+    the unrounded top (24 in 1-D on [0, 24]), never above it.
+    """
+    from dpsense.mechanisms.inverse_family import inverse_sensitivity_min_distance
+    from dpsense.sensitivity.closest_pair import closest_pair_global_sensitivity, closest_pair_range_top
+
+    top = closest_pair_range_top(adjacency=adjacency, dim=1, low=0, high=24, n=2)
+    assert top == 24.0 < closest_pair_global_sensitivity(adjacency=adjacency, dim=1, low=0, high=24, n=2)
+    far = np.array([0.0, 24.0])
+    smooth = [smooth_min_distance(far, box=(0, 24), epsilon=1, adjacency=adjacency).value for _ in range(200)]
+    assert max(smooth) == 24.0 and min(smooth) >= 0
+    ptr = [
+        ptr_min_distance(
+            far, box=(0, 24), proposed_bound=30, epsilon_test=1, epsilon_release=1, delta=1e-6, adjacency=adjacency
+        )
+        for _ in range(100)
+    ]
+    answered = [r.value for r in ptr if not isinstance(r, Refusal)]
+    assert answered and max(answered) == 24.0
+    inverse = [
+        inverse_sensitivity_min_distance(far, box=(0, 24), epsilon=5, adjacency=adjacency).value for _ in range(50)
+    ]
+    assert max(inverse) <= 24.0
+
+
 def test_results_carry_no_true_value_and_no_smooth_bound() -> None:
     from dpsense.sensitivity.order_statistics import smooth_order_statistic
 
