@@ -18,6 +18,7 @@ from dpsense.core import ZCDP, Adjacency, ApproxDP, DPSenseError, PrivacyUnit, P
 _RELEASE = ("Budget", "Dataset", "PrivacyPolicy", "Release", "Session")
 _QUERY = (
     "Query",
+    "approx_bounds",
     "clipped_count",
     "count",
     "count_units",

@@ -77,7 +77,7 @@ def test_register_pandas_returns_public_schema_only(engine: Engine) -> None:
     assert not any("count" in f or "rows" in f for f in vars(info))
 
 
-@pytest.mark.parametrize("kind", ["csv", "parquet", "arrow"])
+@pytest.mark.parametrize("kind", ["csv", "parquet", "arrow", "polars"])
 def test_register_other_sources_give_the_same_schema_and_rows(engine: Engine, kind: str, tmp_path: Path) -> None:
     df = people()
     source: object
@@ -87,8 +87,12 @@ def test_register_other_sources_give_the_same_schema_and_rows(engine: Engine, ki
     elif kind == "parquet":
         source = tmp_path / "people.parquet"
         df.to_parquet(source, index=False)
-    else:
+    elif kind == "arrow":
         source = pa.Table.from_pandas(df, preserve_index=False)
+    else:
+        import polars as pl
+
+        source = pl.from_pandas(df)
     info = engine.register("t", source)
     assert info.column_names == ("person", "region", "hours", "note")
     assert info.column("hours") is not None and info.column("hours").is_numeric  # type: ignore[union-attr]

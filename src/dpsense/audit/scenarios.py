@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from dpsense.accounting.zcdp import zcdp_to_approx_tight
 from dpsense.audit.empirical import AuditResult, epsilon_lower_bound
+from dpsense.mechanisms.approx_bounds import approx_bounds
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.gaussian import gaussian
 from dpsense.mechanisms.laplace import laplace
@@ -70,6 +71,22 @@ def _em_quantile(n: int) -> tuple[F64, F64]:
     return draw(x), draw(y)
 
 
+def _approx_bounds(n: int) -> tuple[F64, F64]:
+    # One unit's row alone in the outermost bin (count 0 vs 1): the upper edge moves out with odds e^ε.
+    # A low success probability (0.01) keeps the threshold low, so that bin passes often enough to measure.
+    bulk = np.full(40, 3.0)
+    far = np.append(bulk, 2.0**20)
+
+    def draw(data: F64) -> F64:
+        out = [
+            approx_bounds(data, epsilon=1, smallest_exponent=0, largest_exponent=21, success_probability=0.01).high
+            for _ in range(n)
+        ]
+        return np.asarray([-1.0 if h is None else h for h in out])
+
+    return draw(bulk), draw(far)
+
+
 def _rho_epsilon(rho: float, delta: float) -> float:
     return float(zcdp_to_approx_tight(rho, delta).epsilon)
 
@@ -111,6 +128,9 @@ def classical_scenarios() -> list[Scenario]:
             0.0,
             "one user's bit 0 vs 1",
             _pair(lambda v: randomized_response(v, epsilon=1).value, 0, 1),
+        ),
+        Scenario(
+            "approx_bounds", 1.0, 0.0, "40 values at 3 vs the same + one row at 2^20 (a far bin 0 vs 1)", _approx_bounds
         ),
         Scenario("em_quantile", 1.0, 0.0, "q=1/4, (6.5 x4, 7.5) vs (0.5, 6.5 x4) on [0,8]", _em_quantile, slow=True),
         Scenario(

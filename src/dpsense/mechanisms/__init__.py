@@ -4,6 +4,7 @@ Every mechanism states its guarantee, the adjacency it holds under and its theor
 docstring; all randomness comes from ``dpsense.noise``.
 """
 
+from dpsense.mechanisms.approx_bounds import ApproxBounds, approx_bounds
 from dpsense.mechanisms.clipped_mean import clipped_mean
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
@@ -47,9 +48,11 @@ from dpsense.mechanisms.subsample_aggregate import subsample_and_aggregate
 
 __all__ = [
     "Accuracy",
+    "ApproxBounds",
     "MechanismResult",
     "PartitionSelection",
     "Refusal",
+    "approx_bounds",
     "clipped_mean",
     "discrete_gaussian",
     "em_quantile",

@@ -10,6 +10,7 @@ bounds and keys, and the literals the analyst wrote.
 from dpsense.query._aggregates import (
     Aggregate,
     AggregateKind,
+    approx_bounds,
     clipped_count,
     count,
     count_units,
@@ -44,6 +45,7 @@ __all__ = [
     "QueryIR",
     "Schema",
     "StepPart",
+    "approx_bounds",
     "assert_loss_equals",
     "clipped_count",
     "count",

@@ -37,6 +37,7 @@ class AggregateKind(str, Enum):
     MIN_DISTANCE = "min_distance"
     TRIANGLE_COUNT = "triangle_count"
     CLIPPED_COUNT = "clipped_count"
+    APPROX_BOUNDS = "approx_bounds"
 
 
 #: Statistics over one numeric column, which need public bounds (declared or overridden).
@@ -131,6 +132,17 @@ def clipped_count(
     the mean or sum it concerns, on the same bounded rows of the same release).
     """
     return _numeric(AggregateKind.CLIPPED_COUNT, column, bounds, max_rows_per_unit, mechanism)
+
+
+def approx_bounds(column: str, *, max_rows_per_unit: int | None = None, mechanism: str | None = None) -> Aggregate:
+    """Private approximate bounds [low, high] of a numeric column, for choosing a clipping range.
+
+    A charged release (``dpsense.mechanisms.approx_bounds``: a noisy log2-binned histogram, pure ε-DP)
+    that needs no declared bounds; its output is two columns, ``<name>_low`` and ``<name>_high``
+    (powers of two, or null when no bin had enough rows). Pass them as ``bounds=(low, high)`` to a
+    later statistic: a released value is public.
+    """
+    return _make(AggregateKind.APPROX_BOUNDS, (column,), max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
 
 
 def count_units(*, mechanism: str | None = None) -> Aggregate:

@@ -202,6 +202,8 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
     if kind in NUMERIC_KINDS:
         _require_kind(name, kind, columns, lambda k: k.is_numeric, "a numeric or integer")
         bounds = _bounds(name, kind, columns, spec.bounds)
+    elif kind is AggregateKind.APPROX_BOUNDS:
+        _require_kind(name, kind, columns, lambda k: k.is_numeric, "a numeric or integer")
     elif kind is AggregateKind.HISTOGRAM:
         _require_kind(name, kind, columns, lambda k: k in _GROUPABLE, "a categorical or integer")
         keys = _keys(spec.keys, columns[0])

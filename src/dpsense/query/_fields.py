@@ -32,6 +32,7 @@ AGGREGATE_FIELDS: dict[AggregateKind, tuple[frozenset[str], frozenset[str]]] = {
     AggregateKind.QUANTILE: (_NUMERIC | _PTR | {"q"}, frozenset({"column", "q"})),
     AggregateKind.TRIMMED_MEAN: (_NUMERIC | _PTR | {"trim_fraction"}, frozenset({"column", "trim_fraction"})),
     AggregateKind.HISTOGRAM: (_SHARED | {"column", "keys"}, frozenset({"column"})),
+    AggregateKind.APPROX_BOUNDS: (_SHARED | {"column"}, frozenset({"column"})),
     AggregateKind.MIN_DISTANCE: (_SHARED | _PTR | {"columns", "bounds"}, frozenset({"columns"})),
     AggregateKind.TRIANGLE_COUNT: (_SHARED | _PTR | {"columns"}, frozenset({"columns"})),
 }
@@ -71,6 +72,7 @@ _BUILDERS: dict[AggregateKind, _Builder] = {
         f["column"], f["trim_fraction"], bounds=_bounds(f), proposed_bound=f.get("proposed_bound"), **_common(f)
     ),
     AggregateKind.HISTOGRAM: lambda f: agg.histogram(f["column"], f.get("keys"), **_common(f)),
+    AggregateKind.APPROX_BOUNDS: lambda f: agg.approx_bounds(f["column"], **_common(f)),
     AggregateKind.MIN_DISTANCE: lambda f: agg.min_distance(
         f["columns"], bounds=_bounds(f), proposed_bound=f.get("proposed_bound"), **_common(f)
     ),

@@ -54,10 +54,12 @@ ALLOWED_MECHANISMS: dict[AggregateKind, tuple[str, ...]] = {
         "ptr_triangle_count",
     ),
     AggregateKind.VARIANCE: _ADDITIVE,
+    AggregateKind.APPROX_BOUNDS: ("approx_bounds",),
 }
 
-#: Mechanisms whose noise is calibrated to the global sensitivity the planner computes.
-GLOBAL_MECHANISMS = frozenset(_COUNTING)
+#: Mechanisms whose noise is calibrated to the global sensitivity the planner computes (approximate
+#: bounds: the L1 sensitivity of its log-binned histogram).
+GLOBAL_MECHANISMS = frozenset((*_COUNTING, "approx_bounds"))
 
 #: benchmarks/accuracy.py DEFAULTS: ("median", 0.1) -> "em", ("median", 1.0) -> "invsens". The
 #: exponential-mechanism quantile wins below ε = 1 and inverse sensitivity from ε = 1 on the synthetic
@@ -89,6 +91,8 @@ THEOREMS: dict[str, str] = {
     "smooth_trimmed_mean": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
     "smooth_min_distance": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
     "smooth_triangle_count": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
+    "approx_bounds": "noisy log2-binned histogram (geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009) "
+    "thresholded by post-processing, as Google's ApproxBounds",
     "ptr_order_statistic": _PTR,
     "ptr_trimmed_mean": _PTR,
     "ptr_min_distance": _PTR,
@@ -148,6 +152,8 @@ def choose(agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) ->
             name = "inverse_sensitivity_median" if agg.kind is AggregateKind.MEDIAN else allowed[1]
             return Choice(name, "default", "the accuracy benchmark's default for quantiles at ε >= 1")
         return Choice("em_quantile", "default", "the accuracy benchmark's default for quantiles at ε < 1")
+    if agg.kind is AggregateKind.APPROX_BOUNDS:
+        return Choice("approx_bounds", "default", "the only mechanism for approximate bounds")
     if agg.kind in _SMOOTH_DEFAULT:
         return Choice(_SMOOTH_DEFAULT[agg.kind], "default", "the accuracy benchmark's default (Cauchy noise)")
     return Choice("laplace", "default", "pure ε-DP default for additive statistics")

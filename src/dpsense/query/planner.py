@@ -18,6 +18,8 @@ Mechanism choice per statistic (``dpsense.query._planner_rules``):
 * median / quantile: the accuracy benchmark's DEFAULTS (EM quantile below ε = 1, inverse sensitivity
   from ε = 1, judged on the ε the mechanism runs with).
 * trimmed_mean, min_distance, triangle_count: smooth sensitivity with Cauchy noise (pure ε-DP).
+* approx_bounds: a geometric-noise histogram over public log2 bins (L1 sensitivity C, 2C under
+  replace), thresholded by post-processing (``dpsense.mechanisms.approx_bounds``; pure ε-DP).
 
 Budget rule (allocated once, exactly): ε is split evenly over all steps, ε/k each; δ is split evenly
 over the steps that use it (the Gaussian ones), and a δ > 0 that no step uses is refused rather than
@@ -323,6 +325,7 @@ _GLOBAL_KINDS = frozenset(
         AggregateKind.SUM,
         AggregateKind.MEAN,
         AggregateKind.VARIANCE,
+        AggregateKind.APPROX_BOUNDS,
     }
 )
 
@@ -440,7 +443,7 @@ def _sensitivity(
         return units_sensitivity(adjacency=adj, groups=groups, grouped=grouped, norm=norm)
     if rows is None:  # _rows guarantees a bound for every other statistic
         raise InternalError(f"no contribution bound for {agg.name!r}")
-    if agg.kind is AggregateKind.HISTOGRAM:
+    if agg.kind in (AggregateKind.HISTOGRAM, AggregateKind.APPROX_BOUNDS):  # bounds: a histogram of public bins
         return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=True, norm=norm)
     if agg.kind in (AggregateKind.COUNT, AggregateKind.CLIPPED_COUNT) or part is StepPart.COUNT:
         return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=grouped, norm=norm)

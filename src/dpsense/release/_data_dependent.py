@@ -82,7 +82,7 @@ class DataDependentSteps(ABC):
         low, high = (float(b) for b in agg.bounds[0])
         eps = step.mechanism_epsilon
         values: list[Any] = []
-        for x in self._present_values(agg, step):
+        for x in self.present_values(agg, step):
             values.append(order_release(step, x, q, (low, high), eps, self.plan.adjacency))
         rank_error = 2.0 / float(eps) * math.log(DEFAULT_RESOLUTION / (1 - CONFIDENCE))
         note = (
@@ -93,7 +93,7 @@ class DataDependentSteps(ABC):
         rows = self._rows(step)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, rows)]
 
-    def _present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
+    def present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
         """Per output group, the bounded values of the statistic's column (missing ones left out)."""
         groups = self._values_by_group(self.view(self._rows(step)), [agg.columns[0]])
         return [g[:, 0][~np.isnan(g[:, 0])] for g in groups]
@@ -116,7 +116,7 @@ class DataDependentSteps(ABC):
         if self._reads_by_rank(agg, value_step):
             groups = [self._ranked_values(agg, value_step, (low, high))]
         else:
-            groups = [*self._present_values(agg, value_step)]
+            groups = [*self.present_values(agg, value_step)]
         noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
         public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
         values: list[Any] = []

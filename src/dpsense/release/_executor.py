@@ -31,7 +31,7 @@ import numpy as np
 
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import InternalError, UnsupportedRequest
+from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
@@ -47,6 +47,7 @@ from dpsense.engine import (
     predicate,
 )
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
+from dpsense.release._bounds import bounds_output_names, release_bounds
 from dpsense.release._data_dependent import ALL_ROWS, DataDependentSteps
 from dpsense.release._steps import (
     CONFIDENCE,
@@ -98,6 +99,8 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
                 agg.name,
                 f"release it alone, or use group_by({agg.columns[0]!r}, keys=[...]).agg({agg.name}=count())",
             )
+        if agg.kind is AggregateKind.APPROX_BOUNDS:
+            _check_bounds_request(ir, agg)
         if agg.kind is AggregateKind.TRIANGLE_COUNT:
             if ir.group_by:
                 raise UnsupportedRequest("a triangle count is released for the whole graph", agg.name, "drop group_by")
@@ -131,6 +134,21 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
             "a public n cannot be enforced on a bounded release",
             plan.public_n,
             "drop public_n: the mean is then released as a noisy sum over a noisy count",
+        )
+
+
+def _check_bounds_request(ir: QueryIR, agg: AggregateIR) -> None:
+    if ir.group_by:
+        raise UnsupportedRequest(
+            "approx_bounds is released for the whole dataset", agg.name, "drop group_by (bounds are per column)"
+        )
+    taken = {a.name for a in ir.aggregates}
+    clash = [n for n in bounds_output_names(agg.name) if n in taken]
+    if clash:
+        raise UsageError(
+            f"approx_bounds {agg.name!r} releases the columns {' and '.join(bounds_output_names(agg.name))}",
+            clash[0],
+            "rename one of the two aggregates",
         )
 
 
@@ -175,8 +193,13 @@ def execute(
     runner.prefetch(ir)
     for agg in ir.aggregates:
         steps = [s for s in plan.steps if s.output == agg.name]
-        output, losses = runner.run(agg, steps)
-        outputs.append(output)
+        if agg.kind is AggregateKind.APPROX_BOUNDS:
+            values = runner.present_values(agg, steps[0])[0]
+            produced, losses = release_bounds(agg, steps[0], values, plan.adjacency)
+            outputs.extend(produced)
+        else:
+            output, losses = runner.run(agg, steps)
+            outputs.append(output)
         realised.extend(losses)
     return Executed(group_column, released_keys, outputs, realised)
 
@@ -404,6 +427,7 @@ COLLECTING_KINDS = frozenset(
         AggregateKind.TRIMMED_MEAN,
         AggregateKind.MIN_DISTANCE,
         AggregateKind.TRIANGLE_COUNT,
+        AggregateKind.APPROX_BOUNDS,
     }
 )
 

@@ -93,7 +93,9 @@ def uniform_cell(bounds: tuple[float, float]) -> float:
     return float(min(max(2.0 * (low * 0.5 + fraction * (high * 0.5 - low * 0.5)), low), high))
 
 
-def check_result_loss(result: MechanismResult | mech.Refusal, expected: PrivacyLoss, step: PlanStep) -> None:
+def check_result_loss(
+    result: MechanismResult | mech.Refusal | mech.ApproxBounds, expected: PrivacyLoss, step: PlanStep
+) -> None:
     if loss_pair(result.loss) != loss_pair(expected):
         raise InternalError(f"step {step.output!r} ran at {result.loss}, not the planned {expected}")
 

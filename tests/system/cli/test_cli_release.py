@@ -153,3 +153,15 @@ def test_verify_log_exits_1_on_a_tampered_chain(registered: Cli) -> None:
     assert result.exit_code == 1
     assert "audit log broken at entry 2" in result.stderr and result.stdout == ""
     assert json.loads(registered("verify-log", "--json").stdout)["first_broken_seq"] == 2
+
+
+def test_a_spec_asks_for_approximate_bounds_and_gets_two_charged_columns(registered: Cli) -> None:
+    spec = registered.spec(
+        "bounds",
+        {"dataset": "events", "epsilon": 1, "aggregates": {"h": {"kind": "approx_bounds", "column": "hours"}}},
+    )
+    released = registered("release", spec, "--json")
+    assert released.exit_code == 0, released.stderr
+    (row,) = json.loads(released.stdout)["rows"]
+    assert row["h_low"] <= 1.0 and row["h_high"] >= 16.0  # hours lie in [1, 12.7]: bins [1, 2) .. [8, 16)
+    assert registered.budget()["spent"] == {"epsilon": "1", "delta": "0"}

@@ -21,6 +21,7 @@ EXAMPLES = {
     AggregateKind.QUANTILE: {"column": "x", "q": 0.9},
     AggregateKind.TRIMMED_MEAN: {"column": "x", "trim_fraction": "0.1", "proposed_bound": 2},
     AggregateKind.HISTOGRAM: {"column": "g", "keys": ["a", "b"]},
+    AggregateKind.APPROX_BOUNDS: {"column": "x", "max_rows_per_unit": 2},
     AggregateKind.MIN_DISTANCE: {"columns": ["p", "q"], "bounds": (0, 1)},
     AggregateKind.TRIANGLE_COUNT: {"columns": ["s", "t"], "proposed_bound": 4},
 }

@@ -1,0 +1,166 @@
+"""Approximate bounds: a charged, private estimate of where a column's values lie, for clipping.
+
+Guarantee: pure ε-DP under add/remove or replace of one privacy unit, when each unit contributes at
+most C rows (the caller bounds rows per unit first): Δ = C under add/remove, 2C under replace.
+
+Mechanism (the log-binned histogram of Google's ApproxBounds, differential-privacy/cc/docs/
+algorithms/approx-bounds.md, and of Tumult's ``get_bounds``; the histogram itself is the Laplace /
+geometric mechanism on a vector of L1 sensitivity Δ, Dwork-McSherry-Nissim-Smith 2006, Ghosh-
+Roughgarden-Sundararajan 2009):
+
+1. Public bins on the real line from two public exponents k_min < k_max, K = k_max - k_min:
+   bin 0 holds |x| < 2^k_min; bin +j (1 <= j <= K) holds 2^(k_min+j-1) <= x < 2^(k_min+j), the last
+   one also every larger x; bin -j mirrors it. A value is in exactly one bin (NaN in none), so one
+   row moves one count by one and a unit's C rows move the histogram by at most C in L1 (2C when
+   its rows are replaced).
+2. Every one of the 2K+1 bins gets discrete Laplace noise of scale Δ/ε (``geometric``): ε-DP.
+3. Post-processing of the noisy counts only: with the public threshold τ below, the upper bound is
+   the upper edge of the highest bin whose noisy count reaches τ, the lower bound the lower edge of
+   the lowest such bin; when no bin reaches τ the answer is "no bounds" (still charged).
+
+τ is the smallest integer with (2K+1) · P[Z >= τ] <= 1 - p for Z the noise and p the public success
+probability: with probability >= p no empty bin passes, so an answer is not pulled outward by noise
+alone. τ changes accuracy, never privacy (step 3 is post-processing for every τ). Bins holding fewer
+rows than about τ (outliers) are skipped on purpose: the bounds cover where the bulk of the values
+is, which is what a clipping range needs; values beyond them are clipped by the statistic that uses
+them, and that statistic's own bias note applies.
+
+The noisy counts, the true counts and the bins' populations never leave this module: the result
+holds the two bounds (powers of two, or None), the public threshold and the loss.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpsense.core.errors import UsageError
+from dpsense.core.numbers import NumberLike
+from dpsense.core.privacy_loss import PureDP, check_epsilon
+from dpsense.mechanisms.discrete import geometric
+
+__all__ = ["ApproxBounds", "approx_bounds", "approx_bounds_threshold", "bin_edges", "log_bin_indices"]
+
+#: Default public exponents: |x| below 2^-20 is "zero", and 2^62 is the largest magnitude told apart.
+SMALLEST_EXPONENT = -20
+LARGEST_EXPONENT = 62
+VERSION = "approx_bounds/log2@1"
+
+
+@dataclass(frozen=True)
+class ApproxBounds:
+    """The released bounds (None when no bin reached the threshold), the public threshold and the loss."""
+
+    low: float | None
+    high: float | None
+    threshold: int
+    loss: PureDP
+    mechanism: str
+    guarantee: str
+
+    @property
+    def found(self) -> bool:
+        """Whether some bin reached the threshold (the bounds are then finite floats with low < high)."""
+        return self.low is not None and self.high is not None
+
+
+def _check_exponents(smallest: int, largest: int) -> int:
+    for name, value in (("smallest_exponent", smallest), ("largest_exponent", largest)):
+        if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+            raise UsageError(f"{name} must be an integer in [-1000, 1000]", value, f"pass e.g. {name}=-20")
+    if not smallest < largest:
+        raise UsageError("smallest_exponent must be below largest_exponent", (smallest, largest), "pass e.g. (-20, 62)")
+    return largest - smallest
+
+
+def log_bin_indices(values: ArrayLike, *, smallest_exponent: int, largest_exponent: int) -> NDArray[np.int64]:
+    """The signed bin index in [-K, K] of every non-NaN value (module docstring, step 1)."""
+    K = _check_exponents(smallest_exponent, largest_exponent)
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    x = x[~np.isnan(x)]
+    magnitude = np.abs(x)
+    _, exponent = np.frexp(np.where(np.isinf(magnitude), 1.0, magnitude))  # |x| = m 2^e, m in [0.5, 1)
+    j = exponent.astype(np.int64) - smallest_exponent  # floor(log2|x|) - k_min + 1
+    j = np.where(np.isinf(magnitude), K, j)
+    j = np.where(magnitude < math.ldexp(1.0, smallest_exponent), 0, np.clip(j, 1, K))
+    return (np.sign(x).astype(np.int64) * j).astype(np.int64)
+
+
+def bin_edges(index: int, *, smallest_exponent: int) -> tuple[float, float]:
+    """The public [lower, upper] edges of bin ``index`` (the outermost bins report ±2^k_max)."""
+    j = abs(index)
+    if j == 0:
+        edge = math.ldexp(1.0, smallest_exponent)
+        return -edge, edge
+    inner, outer = math.ldexp(1.0, smallest_exponent + j - 1), math.ldexp(1.0, smallest_exponent + j)
+    return (inner, outer) if index > 0 else (-outer, -inner)
+
+
+def approx_bounds_threshold(*, sensitivity: int, epsilon: NumberLike, bins: int, success_probability: float) -> int:
+    """The smallest τ >= 1 with bins · a^τ / (1 + a) <= 1 - p, a = exp(-ε/Δ) (P[Z >= τ] of the noise)."""
+    eps = check_epsilon(epsilon)
+    if not (isinstance(success_probability, float | int) and 0 < float(success_probability) < 1):
+        raise UsageError("success_probability must lie strictly between 0 and 1", success_probability, "pass e.g. 0.95")
+    rate = float(eps) / sensitivity
+    a = math.exp(-rate)
+    miss = 1 - float(success_probability)
+    tau = max(1, math.ceil(math.log(bins / (miss * (1 + a))) / rate))
+    while tau > 1 and bins * math.exp(-rate * (tau - 1)) / (1 + a) <= miss:
+        tau -= 1
+    while bins * math.exp(-rate * tau) / (1 + a) > miss:
+        tau += 1
+    return tau
+
+
+def approx_bounds(
+    values: ArrayLike,
+    *,
+    epsilon: NumberLike,
+    max_rows_per_unit: int = 1,
+    replace: bool = False,
+    smallest_exponent: int = SMALLEST_EXPONENT,
+    largest_exponent: int = LARGEST_EXPONENT,
+    success_probability: float = 0.95,
+) -> ApproxBounds:
+    """Release approximate [low, high] bounds of ``values`` (pure ε-DP; module docstring).
+
+    Args:
+        values: the bounded rows' values (at most ``max_rows_per_unit`` per unit; NaN is ignored).
+        epsilon: the privacy loss (> 0).
+        max_rows_per_unit: C, the public bound on rows per unit the caller enforced.
+        replace: True under replace adjacency (Δ = 2C), False under add/remove (Δ = C).
+        smallest_exponent: k_min; magnitudes below 2^k_min share the zero bin.
+        largest_exponent: k_max; magnitudes at or above 2^(k_max-1) share the outermost bins.
+        success_probability: p, the chance that no empty bin passes the threshold.
+
+    Returns:
+        ``ApproxBounds`` with powers-of-two bounds (or None), the public threshold and ``PureDP(ε)``.
+
+    """
+    eps = check_epsilon(epsilon)
+    C = max_rows_per_unit
+    if isinstance(C, bool) or not isinstance(C, int) or C < 1:
+        raise UsageError("max_rows_per_unit must be an integer >= 1", C, "pass the enforced bound C")
+    K = _check_exponents(smallest_exponent, largest_exponent)
+    sensitivity = 2 * C if replace else C
+    bins = 2 * K + 1
+    tau = approx_bounds_threshold(
+        sensitivity=sensitivity, epsilon=eps, bins=bins, success_probability=success_probability
+    )
+    index = log_bin_indices(values, smallest_exponent=smallest_exponent, largest_exponent=largest_exponent)
+    counts = np.bincount(index + K, minlength=bins).astype(np.int64)
+    noisy = np.asarray(geometric(counts, sensitivity=sensitivity, epsilon=eps).value).reshape(-1)
+    passing = np.flatnonzero(noisy >= tau)
+    guarantee = (
+        f"{PureDP(eps)}-DP: discrete Laplace of scale {sensitivity}/ε on a log2-binned histogram of "
+        f"{bins} public bins (L1 sensitivity {sensitivity}), bounds from the bins reaching τ = {tau} "
+        "(post-processing; Google ApproxBounds; Dwork et al. 2006)"
+    )
+    if passing.size == 0:
+        return ApproxBounds(None, None, tau, PureDP(eps), VERSION, guarantee)
+    low = bin_edges(int(passing[0]) - K, smallest_exponent=smallest_exponent)[0]
+    high = bin_edges(int(passing[-1]) - K, smallest_exponent=smallest_exponent)[1]
+    return ApproxBounds(low, high, tau, PureDP(eps), VERSION, guarantee)
