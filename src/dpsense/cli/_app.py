@@ -26,6 +26,7 @@ from dpsense.cli._audit import audit as run_audit
 from dpsense.cli._engine import EngineChoice, EngineName, EngineSettings, choose_engine, open_engine
 from dpsense.cli._errors import exit_code, print_error
 from dpsense.cli._options import KINDS, POLICIES, parse_bounds, parse_choices, parse_counts, parse_keys
+from dpsense.cli._progress import progress_bar
 from dpsense.cli._spec import load_policy, load_release_spec
 from dpsense.core.errors import DPSenseError, UsageError
 from dpsense.release import Budget, Session
@@ -222,7 +223,7 @@ def dataset_add(
                 "check the path, or pass --engine spark for a directory, a URI or a table name",
             )
         with _session(ledger, analyst, steward, choice) as session:
-            with io.err.status(f"registering {name!r}: reading and checking the data…"):
+            with progress_bar(io.err, f"registering {name!r}") as progress:
                 dataset = session.register_dataset(
                     name,
                     source=source,
@@ -237,6 +238,7 @@ def dataset_add(
                     max_rows_per_unit=max_rows_per_unit,
                     max_groups_per_unit=group_caps,
                     snapshot=snapshot,
+                    progress=progress,
                 )
             status = session.budget(dataset.name)
         how = "same data as a registered snapshot: linked to its budget" if dataset.linked else "registered"
@@ -292,8 +294,9 @@ def release(
         spark_master: local[2]       # optional, spark only; spark_collect_limit: N too
 
     Kinds: count, count_units, sum, mean, variance, median, quantile (q), trimmed_mean
-    (trim_fraction), histogram (column, keys), min_distance (columns), triangle_count (columns); each
-    also takes max_rows_per_unit and mechanism, the numeric ones bounds.
+    (trim_fraction), histogram (column, keys), min_distance (columns), triangle_count (columns),
+    clipped_count (column), approx_bounds (column); each also takes max_rows_per_unit and mechanism,
+    the numeric ones bounds.
     """
     with _command() as io:
         shape = _format(as_json, as_csv)
@@ -302,9 +305,14 @@ def release(
         with _session(ledger, analyst, steward, choice) as session:
             with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
                 session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
-            with io.err.status("releasing: charging the ledger, then reading the data…"):
+            with progress_bar(io.err, "releasing") as progress:
                 result = session.release(
-                    query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n, request_id=spec.request_id
+                    query,
+                    epsilon=spec.epsilon,
+                    delta=spec.delta,
+                    public_n=spec.public_n,
+                    request_id=spec.request_id,
+                    progress=progress,
                 )
             status = session.budget(result.record.dataset)
         if shape == "json":
@@ -346,8 +354,8 @@ def sql_release(
         shape = _format(as_json, as_csv)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
         with _session(ledger, analyst, steward, choice) as session:
-            with io.err.status("releasing: charging the ledger, then reading the data…"):
-                result = session.sql(query, epsilon=epsilon, delta=delta, request_id=request_id)
+            with progress_bar(io.err, "releasing") as progress:
+                result = session.sql(query, epsilon=epsilon, delta=delta, request_id=request_id, progress=progress)
             status = session.budget(result.record.dataset)
         if shape == "json":
             io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))

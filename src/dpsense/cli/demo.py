@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from rich.console import Console
 
 from dpsense.cli._output import budget_line, release_table
+from dpsense.cli._progress import progress_bar
 from dpsense.ledger import BudgetStatus
 from dpsense.query import Query, count, count_units, mean, median, quantile
 from dpsense.release import Budget, PrivacyPolicy, Release, Session
@@ -136,7 +137,7 @@ def run_demo(
 ) -> DemoResult:
     """Write the synthetic data (once), register it as the steward, release as "alice", print the result.
 
-    ``console`` gets the results; ``progress`` (default: stderr) the transient spinners. The data file
+    ``console`` gets the results; ``progress`` (default: stderr) the transient progress bars. The data file
     is written on the first run only, so a second run finds the same snapshot and the stored release.
     """
     spinner = progress if progress is not None else Console(stderr=True)
@@ -147,7 +148,7 @@ def run_demo(
     ledger = f"sqlite:///{directory / 'ledger.db'}"
 
     with Session.open(ledger, analyst="steward", role="steward") as steward:
-        with spinner.status("registering the dataset (reading and checking the data)…"):
+        with progress_bar(spinner, "registering the dataset") as registering:
             events = steward.register_dataset(
                 DATASET,
                 source=source,
@@ -159,14 +160,15 @@ def run_demo(
                 max_rows_per_unit=EVENTS_PER_PERSON,
                 budget=Budget(epsilon=4),
                 policy=POLICY,
+                progress=registering,
             )
         how = "same data as before: linked to its existing budget" if events.linked else "registered"
         console.print(f"dataset {events.name!r} snapshot {events.snapshot!r} ({how})", markup=False)
         steward.add_analyst(ANALYST)
 
     with Session.open(ledger, analyst=ANALYST) as session:
-        with spinner.status("releasing (charging the ledger, then reading the data)…"):
-            release = session.release(demo_query(), epsilon=1.0)
+        with progress_bar(spinner, "releasing") as releasing:
+            release = session.release(demo_query(), epsilon=1.0, progress=releasing)
         status = session.budget(DATASET)
     console.print(release_table(release))
     console.print(release.explain(), markup=False, highlight=False)

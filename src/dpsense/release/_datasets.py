@@ -28,6 +28,7 @@ from dpsense.query import Query, Schema
 from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
 from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
+from dpsense.release._progress import REGISTRATION_STAGES, Progress, no_progress
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,12 @@ def register(
     declaration: Declaration,
     budget: PureDP | ApproxDP,
     policy: PrivacyPolicy,
+    progress: Progress = no_progress,
 ) -> Dataset:
     """Register ``source`` as snapshot ``snapshot`` of ``name`` (see the module docstring)."""
     staging = f"{name}@{snapshot}"
+    total = len(REGISTRATION_STAGES)
+    progress(REGISTRATION_STAGES[0], 0, total)
     info = engine.register(staging, source)
     try:
         profile = build_profile(
@@ -105,8 +109,11 @@ def register(
             _budget_json(budget),
             profile.max_groups_per_unit,
         )
+        progress(REGISTRATION_STAGES[1], 1, total)
         check_quality(profile, engine.data_quality(staging, checked_columns(profile)))
+        progress(REGISTRATION_STAGES[2], 2, total)
         fingerprint = engine.fingerprint(staging, ledger.fingerprint_key())
+        progress(REGISTRATION_STAGES[3], 3, total)
         linked_to = ledger.dataset_for_fingerprint(fingerprint)
         if linked_to is not None:
             existing, existing_snapshot = linked_to
@@ -114,6 +121,7 @@ def register(
             if stored is not None:
                 linked = Dataset(existing, stored.snapshot, Profile.from_json(stored.profile), staging, linked=True)
                 prepare(engine, staging, linked.profile)
+                progress("linked to the registered snapshot", total, total)
                 return linked
         if name in ledger.dataset_names():
             if snapshot in ledger.snapshots(name):
@@ -126,6 +134,7 @@ def register(
             ledger.register_dataset(name, budget=budget, fingerprint=fingerprint)
         ledger.save_profile(name, snapshot=snapshot, fingerprint=fingerprint, profile=profile.to_json())
         prepare(engine, staging, profile)
+        progress("registered", total, total)
         return Dataset(name, snapshot, profile, staging)
     except BaseException:
         engine.forget(staging)

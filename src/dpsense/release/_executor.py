@@ -163,13 +163,15 @@ def execute(
     engine_key: Callable[[Any], Any],
     constant_work: int | None = None,
     max_collect_rows: int | None = None,
+    on_stage: Callable[[int], None] | None = None,
 ) -> Executed:
     """Run every plan step of ``ir`` on ``table`` (inside the caller's release scope).
 
     ``constant_work``: when set, every smooth-sensitivity step evaluates exactly that many terms of its
     family (public work) instead of stopping early on the data. ``max_collect_rows``: a public bound
     on the rows a data-dependent step collects (population x C); a view holding more raises the
-    engine's ``CollectLimitExceeded`` after reading, which the Session charges.
+    engine's ``CollectLimitExceeded`` after reading, which the Session charges. ``on_stage(i)`` hears
+    stage i start (a progress bar): 0 the scan of the bounded rows, i >= 1 the i-th aggregate.
     """
     group = ir.group_by[0] if ir.group_by else None
     group_column = None if group is None else group.column
@@ -190,8 +192,11 @@ def execute(
         selected, loss = runner.select_keys(selection)
         runner.keys = released_keys = selected
         realised.append(loss)
+    stage = on_stage if on_stage is not None else (lambda i: None)
+    stage(0)
     runner.prefetch(ir)
-    for agg in ir.aggregates:
+    for i, agg in enumerate(ir.aggregates, start=1):
+        stage(i)
         steps = [s for s in plan.steps if s.output == agg.name]
         if agg.kind is AggregateKind.APPROX_BOUNDS:
             values = runner.present_values(agg, steps[0])[0]

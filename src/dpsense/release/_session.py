@@ -48,6 +48,7 @@ from dpsense.query.sql import parse_sql
 from dpsense.release._datasets import Dataset, Declaration, attach, register
 from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy
+from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
 from dpsense.release._sql import SqlRelease
 from dpsense.release._steps import loss_pair
@@ -176,6 +177,7 @@ class Session:
         max_rows_per_unit: int | None = None,
         max_groups_per_unit: Mapping[str, int] | None = None,
         snapshot: str = "v1",
+        progress: Progress = no_progress,
     ) -> Dataset:
         """Register ``source`` (CSV/Parquet path, pandas/Polars/Arrow table, DuckDB table) with its budget.
 
@@ -214,7 +216,7 @@ class Session:
             raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")
         dataset = register(
             self._ledger, self._engine, name, source=source, snapshot=snapshot, declaration=declaration,
-            budget=loss, policy=policy,
+            budget=loss, policy=policy, progress=progress,
         )  # fmt: skip
         self._datasets[dataset.name] = dataset
         return dataset
@@ -263,8 +265,12 @@ class Session:
         public_n: int | None = None,
         request_id: str | None = None,
         family: str | None = None,
+        progress: Progress = no_progress,
     ) -> Release:
         """Release ``query`` at exactly (``epsilon``, ``delta``); see the module docstring for the steps.
+
+        ``progress(stage, done, total)`` hears each stage start (charge, each aggregate, commit): public
+        names only, for a front end's progress bar (``dpsense.release._progress``).
 
         Raises:
             UsageError (and subclasses): bad input, judged before the ledger is touched.
@@ -280,6 +286,8 @@ class Session:
             )
         dataset, ir, the_plan, collect_rows = self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)
         requested = the_plan.requested
+        stages = release_stages([a.name for a in ir.aggregates])
+        progress(stages[0], 0, len(stages))
         reservation = self._ledger.reserve(
             dataset=dataset.name,
             analyst=self.analyst,
@@ -289,6 +297,7 @@ class Session:
             cache_key=self._cache_key(dataset, the_plan),
         )
         if reservation.stored is not None:
+            progress("the stored release (no new charge)", len(stages), len(stages))
             return Release(reservation.stored, cached=True, charged=None)
         data_accessed = False
         try:
@@ -305,7 +314,9 @@ class Session:
                     engine_key=_engine_value,
                     constant_work=self._constant_work,
                     max_collect_rows=collect_rows,
+                    on_stage=lambda i: progress(stages[1 + i], 1 + i, len(stages)),
                 )
+            progress(stages[-1], len(stages) - 1, len(stages))
             if loss_pair(executed.total_loss) != loss_pair(reservation.loss):
                 raise InternalError(f"the steps ran at {executed.total_loss}, not the charged {reservation.loss}")
             record = ReleaseRecord(
@@ -328,6 +339,7 @@ class Session:
             if data_accessed:
                 raise ChargedFailure(reservation.request_id) from None
             raise
+        progress("released", len(stages), len(stages))
         return Release(stored, cached=False, charged=requested)
 
     def sql(
@@ -338,6 +350,7 @@ class Session:
         delta: NumberLike = 0,
         request_id: str | None = None,
         family: str | None = None,
+        progress: Progress = no_progress,
     ) -> SqlRelease:
         """Release a SQL question (the DP subset; see ``dpsense.query.sql``) through ``release``.
 
@@ -345,7 +358,9 @@ class Session:
         at no cost. Refused SQL raises before anything is charged.
         """
         parsed = parse_sql(text, schema_for=self._sql_schema)
-        release = self.release(parsed.query, epsilon=epsilon, delta=delta, request_id=request_id, family=family)
+        release = self.release(
+            parsed.query, epsilon=epsilon, delta=delta, request_id=request_id, family=family, progress=progress
+        )
         return SqlRelease(release, parsed.outputs)
 
     def preview_sql(self, text: str, *, epsilon: NumberLike, delta: NumberLike = 0) -> Plan:
