@@ -16,7 +16,8 @@ apart and not in the ratio; ``engine`` is the part of a release spent in engine 
 planning, the ledger and noise).
 
 Engine table (for scale): the engine steps alone on an indexed copy. ``index`` is ``index_units``
-(once); ``1 pass`` is ``bounded_rows`` then one ``group_aggregates`` holding the count and the
+(once, storing the clipped sum's grid units as the Session's registration does); ``1 pass`` is
+``bounded_rows`` then one ``group_aggregates`` holding the count and the
 clipped sum (what the Session asks for); ``2 passes`` asks for them in two calls. ``per-unit``
 is a bare ``GROUP BY unit`` count, the least any per-release per-unit aggregation must do.
 
@@ -168,7 +169,7 @@ def measure_engine(con: duckdb.DuckDBPyConnection, plain: Callable[[], object], 
     with DuckDBEngine(connection=con) as engine:
         engine.register("events", "events")
         start = time.perf_counter()
-        engine.index_units("events", unit_column="unit", key=random_bytes(32))
+        engine.index_units("events", unit_column="unit", key=random_bytes(32), sums=[total])
         index = time.perf_counter() - start
         bounding = float("inf")
 

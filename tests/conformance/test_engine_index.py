@@ -153,7 +153,7 @@ def test_each_row_is_kept_with_probability_c_over_n_across_salts(engine: Engine)
 
 
 def shares_one_rotation(engine: Engine) -> bool:
-    """DuckDB's default rule: one 63-bit offset per release for every unit (portable engines: one per unit)."""
+    """DuckDB's default rule: one 31-bit offset per release for every unit (portable engines: one per unit)."""
     return isinstance(engine, DuckDBEngine) and not engine.portable
 
 

@@ -22,7 +22,7 @@ import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -90,6 +90,15 @@ class _Selection:
     relation: str
     sql: str
     params: dict[str, object]
+    stored: Mapping[_SumKey, str] = field(default_factory=dict)  # hidden grid-unit columns the view carries
+
+
+#: What makes two clipped sums equal for the stored grid units: (column, low, high, grid exponent).
+_SumKey = tuple[str, float, float, int]
+
+
+def _sum_key(spec: ClippedSum) -> _SumKey:
+    return (spec.clip.column, spec.clip.low, spec.clip.high, spec.grid_exponent)
 
 
 class DuckDBEngine:
@@ -123,6 +132,7 @@ class DuckDBEngine:
         self._temporaries: dict[str, str] = {}  # bounded views kept as temporary tables -> the relation read
         self._selections: dict[str, _Selection] = {}  # bounded views kept as queries, by view name
         self._indexes: dict[str, str] = {}  # public name -> the unit column its snapshot is indexed on
+        self._stored_sums: dict[str, dict[_SumKey, str]] = {}  # public name -> stored grid units, by sum
         self._checked_keys: set[tuple[object, ...]] = set()  # (key type, *(type, key)) of key lists that passed
         self._counter = itertools.count()
         self._closed = False
@@ -226,6 +236,7 @@ class DuckDBEngine:
         self._check_open()
         found = self._tables.pop(table, None)
         self._indexes.pop(table, None)
+        self._stored_sums.pop(table, None)
         if found is not None:
             self._drop_copy(found[0])
 
@@ -346,10 +357,15 @@ class DuckDBEngine:
         self._drop_copy(relation)
         self._tables[table] = (_sql.quote(copy), info)
         self._indexes.pop(table, None)
+        self._stored_sums.pop(table, None)
         return info
 
-    def index_units(self, table: str, *, unit_column: str, key: bytes) -> None:
+    def index_units(self, table: str, *, unit_column: str, key: bytes, sums: Sequence[ClippedSum] = ()) -> None:
         """Replace the snapshot of ``table`` by one indexed on ``unit_column`` (see ``Engine.index_units``).
+
+        ``sums`` (not on the portable rules): each distinct clipped sum's grid units are stored as a
+        hidden BIGINT column (``_sql.stored_grid_units``), so that a release's clipped sum on the
+        indexed path is an integer sum of that column, exactly equal to clipping and rounding again.
 
         One window pass over the table, then a sort by (unit, position): a one-time steward cost
         (about 4 s for 10^7 rows on 2 cores) that makes every later ``bounded_rows`` on this unit
@@ -362,25 +378,45 @@ class DuckDBEngine:
         unit = _checks.require(info, unit_column)
         secret = _checks.secret(key, "index key")
         params: dict[str, object]
+        stored: dict[_SumKey, str] = {}
         if self.portable:
             _portable.require_text_column(unit, "privacy unit")
             sql = _sql_portable.unit_index_query(relation, info.columns, unit=unit)
             params = {"index_key": _portable.text_key(secret, "index"), "unit_key": _portable.text_key(secret, "unit")}
         else:
-            sql = _sql_index.unit_index_query(relation, info.column_names, unit_column=unit_column)
             params = dict(_sql.derived_keys(secret, "index", _sql_index.INDEX_KEYS))
+            extra = self._stored_units(info, sums, stored, params)
+            sql = _sql_index.unit_index_query(relation, info.column_names, unit_column=unit_column, extra=extra)
         copy = f"{_SRC_PREFIX}{next(self._counter)}"
         self._run(f"CREATE TEMP TABLE {_sql.quote(copy)} AS {sql}", params)
         self._copies.add(copy)
         described = self._describe(table, _sql.quote(copy))
         public = TableInfo(table, described.columns[: len(info.columns)])
         hidden = described.column_names[len(info.columns) :]
-        if public != info or hidden != _sql_index.HIDDEN_COLUMNS:
+        if public != info or hidden != (*_sql_index.HIDDEN_COLUMNS, *stored.values()):
             self._drop_copy(_sql.quote(copy))
             raise InternalError("indexing changed the table's schema")
         self._drop_copy(relation)
         self._tables[table] = (_sql.quote(copy), info)
         self._indexes[table] = unit_column
+        self._stored_sums[table] = stored
+
+    @staticmethod
+    def _stored_units(
+        info: TableInfo, sums: Sequence[ClippedSum], stored: dict[_SumKey, str], params: dict[str, object]
+    ) -> list[str]:
+        """The ``<expr> AS <hidden name>`` columns of the distinct ``sums`` (names into ``stored``)."""
+        extra: list[str] = []
+        kinds = {c.name: c.kind for c in info.columns}
+        for spec in _checks.aggregates(info, list(sums)) if sums else ():
+            if not isinstance(spec, ClippedSum) or _sum_key(spec) in stored:
+                continue
+            name = f"{_sql_index.STORED_UNITS_PREFIX}{len(stored)}"
+            expr, p = _sql.stored_grid_units(spec, kinds.get(spec.clip.column, "float"), f"q{len(stored)}")
+            extra.append(f"{expr} AS {_sql.quote(name)}")
+            params.update(p)
+            stored[_sum_key(spec)] = name
+        return extra
 
     # -- relational steps ----------------------------------------------------------------------------
 
@@ -472,22 +508,24 @@ class DuckDBEngine:
         """The fast path of ``bounded_rows`` on an indexed table: a selection, no window, no aggregate.
 
         Each unit u keeps the rows with ``(pos + r) mod n_u < C``: a cyclic window of C consecutive
-        positions of its secret registration order, rotated by ``r``, a 63-bit key derived from
+        positions of its secret registration order, rotated by ``r``, a 31-bit key derived from
         ``salt`` (``_sql_index.rotation_condition``; portable engines rotate each unit by a keyed hash
         of the unit instead). Exactly min(C, n_u) rows stay;
-        each row stays with probability C / n_u (up to a bias below n_u / 2**63) given a fresh salt.
+        each row stays with probability C / n_u (up to a bias below n_u / 2**31) given a fresh salt.
         """
         params: dict[str, object]
+        stored = self._stored_sums.get(table, {})
         if self.portable:  # the rotation of _portable: 64-bit arithmetic Spark computes alike
             params = _sql_portable.rotation_keys(salt)
             params[_sql_portable.ROTATION_ROWS] = max_rows
             sql = _sql_portable.rotation_query(relation, info.column_names)
         else:
-            params = {k: v >> 1 for k, v in _sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,)).items()}
+            keys = _sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,))
+            params = {k: v >> (64 - _sql_index.ROTATION_BITS) for k, v in keys.items()}
             params[_sql_index.ROTATION_ROWS] = max_rows
-            sql = _sql_index.rotation_query(relation, info.column_names)
+            sql = _sql_index.rotation_query(relation, [*info.column_names, *stored.values()])
         name = f"{_TMP_PREFIX}{next(self._counter)}"
-        self._selections[name] = _Selection(relation, sql, params)
+        self._selections[name] = _Selection(relation, sql, params, dict(stored))
         return BoundedView(name, table, info, unit_column, max_rows, group_column)
 
     def group_aggregates(
@@ -519,6 +557,11 @@ class DuckDBEngine:
                 self._check_keys(keys, key_type)
                 if not keys:
                     return []
+        selection = self._selections.get(view.name)
+        carried = selection.stored if selection is not None else {}
+        stored = {
+            i: carried[_sum_key(a)] for i, a in enumerate(aggs) if isinstance(a, ClippedSum) and _sum_key(a) in carried
+        }
         sql, params = _sql.group_aggregates_query(
             relation,
             unit_column=view.unit_column,
@@ -527,6 +570,7 @@ class DuckDBEngine:
             n_keys=None if keys is None else len(keys),
             aggregates=aggs,
             kinds={c.name: c.kind for c in view.schema.columns},
+            stored=stored,
         )
         if keys is not None:
             params["keys"] = keys

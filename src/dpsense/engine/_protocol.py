@@ -17,6 +17,7 @@ from dpsense.engine._types import (
     NO_CLAMP,
     Aggregate,
     BoundedView,
+    ClippedSum,
     ColumnQuality,
     GroupRow,
     OrderStatisticsWindow,
@@ -91,8 +92,13 @@ class Engine(Protocol):
         """
         ...
 
-    def index_units(self, table: str, *, unit_column: str, key: bytes) -> None:
+    def index_units(self, table: str, *, unit_column: str, key: bytes, sums: Sequence[ClippedSum] = ()) -> None:
         """Index ``table`` on ``unit_column`` so that later ``bounded_rows`` on it need no window.
+
+        ``sums``: clipped sums the engine may store per row as integer grid units (hidden columns), so
+        that a ``group_aggregates`` of an equal ``ClippedSum`` (same column, bounds and grid) on an
+        indexed view adds stored integers instead of clipping and rounding each row again. The result
+        is the same exact sum either way; an engine may ignore them (Spark and portable DuckDB do).
 
         Replaces the snapshot by one holding, per row, hidden columns (names starting with
         ``__dps_``, never in ``table_info``, ``collect``, ``fingerprint`` or ``data_quality``): the
@@ -130,11 +136,12 @@ class Engine(Protocol):
           and no ``max_groups_per_unit``. The unit's rows sit at positions 0..n_u-1 of a secret
           keyed-hash order fixed at registration; the salt gives the unit an offset o_u and the
           rows with ``(position - o_u) mod n_u < C`` stay: C consecutive positions, cyclically.
-          o_u is a 63-bit value derived from the salt, mod n_u: on DuckDB one value for every unit
+          o_u is a value derived from the salt, mod n_u (31 bits on DuckDB, 63 on portable
+          engines): on DuckDB one value for every unit
           (given the registration, the windows of two units of one size move together; over the
           secret orders, which are independent per unit, their kept rows are independent), on
           portable engines a keyed hash of the unit. Given a fresh salt o_u is uniform on
-          0..n_u-1 (bias below n_u / 2**63: negligible), so each row stays with probability
+          0..n_u-1 (bias below n_u / 2**31: negligible), so each row stays with probability
           exactly C / n_u. The kept subsets are cyclic windows of the registration order, not
           uniform over all C-subsets: two rows at distant positions of a large unit are never
           kept together, and the same order serves every release of the snapshot.

@@ -60,6 +60,7 @@ from dpsense.engine._types import (
     Aggregate,
     BoundedView,
     Clip,
+    ClippedSum,
     ColumnQuality,
     GroupRow,
     OrderStatisticsWindow,
@@ -317,8 +318,10 @@ class SparkEngine:
         self._replace(table, snapshot, frame, index_unit=None)
         return info
 
-    def index_units(self, table: str, *, unit_column: str, key: bytes) -> None:
+    def index_units(self, table: str, *, unit_column: str, key: bytes, sums: Sequence[ClippedSum] = ()) -> None:
         """Replace the snapshot by one indexed on ``unit_column`` (the portable unit index of ``_portable``).
+
+        ``sums`` are not stored here (``Engine.index_units`` allows that): Spark clips per release.
 
         One shuffle by unit and one ordered window, persisted: a one-time steward cost that makes
         every later ``bounded_rows`` on this unit column (without filters or a group cap) a filter.

@@ -126,6 +126,20 @@ def fixed_point_sum(
     are slower here; the FILTER keeps NaN, which compares above every number, from becoming ``high``.
     """
     column = quote(spec.clip.column)
+    units, params = _grid_units(spec, prefix)
+    present = []
+    if kind == "float":
+        present.append(f"NOT {dialect.is_nan.format(column)}")
+    if not _grid_exact(spec):
+        # GREATEST/LEAST would turn a NULL into a bound: NULL rows are filtered out first.
+        present.append(f"{column} IS NOT NULL")
+    total = dialect.exact_sum.format(units)
+    return (f"{total} FILTER (WHERE {' AND '.join(present)})" if present else total), params
+
+
+def _grid_units(spec: ClippedSum, prefix: str) -> tuple[str, dict[str, object]]:
+    """The integer grid units ``q`` of one present value (``fixed_point_sum``'s summand) and its parameters."""
+    column = quote(spec.clip.column)
     clipped = _between_bounds(f"CAST({column} AS DOUBLE)", prefix)
     units = f"CAST(round({clipped} * ${prefix}_m) AS BIGINT)"
     params: dict[str, object] = {
@@ -133,16 +147,27 @@ def fixed_point_sum(
         f"{prefix}_hi": spec.clip.high,
         f"{prefix}_m": 2.0 ** (-spec.grid_exponent),
     }
-    present = []
-    if kind == "float":
-        present.append(f"NOT {dialect.is_nan.format(column)}")
     if not _grid_exact(spec):
-        # GREATEST/LEAST would turn a NULL into a bound: NULL rows are filtered out first.
         units = f"least(greatest({units}, ${prefix}_qlo), ${prefix}_qhi)"
-        present.append(f"{column} IS NOT NULL")
         params.update({f"{prefix}_qlo": spec.q_low, f"{prefix}_qhi": spec.q_high})
-    total = dialect.exact_sum.format(units)
-    return (f"{total} FILTER (WHERE {' AND '.join(present)})" if present else total), params
+    return units, params
+
+
+def stored_grid_units(
+    spec: ClippedSum, kind: str, prefix: str, dialect: Dialect = DUCKDB
+) -> tuple[str, dict[str, object]]:
+    """Per row, the grid units ``fixed_point_sum`` would add for ``spec``, NULL for a missing value.
+
+    Stored once at registration (``DuckDBEngine.index_units(sums=...)``), so that a release sums a
+    BIGINT column: ``sum`` of these values equals ``fixed_point_sum`` exactly (same summands, the
+    missing ones NULL instead of filtered out).
+    """
+    column = quote(spec.clip.column)
+    units, params = _grid_units(spec, prefix)
+    missing = [f"{column} IS NULL"]
+    if kind == "float":
+        missing.append(dialect.is_nan.format(column))
+    return f"CASE WHEN {' OR '.join(missing)} THEN NULL ELSE {units} END", params
 
 
 def centered_squares_sum(
@@ -315,8 +340,12 @@ def group_aggregates_query(
     aggregates: Sequence[Aggregate],
     kinds: Mapping[str, str] | None = None,
     dialect: Dialect = DUCKDB,
+    stored: Mapping[int, str] | None = None,
 ) -> tuple[str, dict[str, object]]:
     """Aggregates per group; with ``n_keys`` the output has exactly the public keys ``$keys`` in order.
+
+    ``stored`` maps the position of a ``ClippedSum`` in ``aggregates`` to a hidden column of the view
+    holding its grid units (``stored_grid_units``): that sum is then a plain integer sum.
 
     ``view`` is a relation: a quoted table name or a parenthesised, aliased subquery. ``kinds`` maps
     columns to their kind (a column missing there is treated as float: NaN is then tested for).
@@ -341,6 +370,8 @@ def group_aggregates_query(
             expr, p = centered_squares_sum(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
             selects.append(f"{expr} AS __dps_a{i}")
             params.update(p)
+        elif stored and i in stored:
+            selects.append(f"{dialect.exact_sum.format(quote(stored[i]))} AS __dps_a{i}")
         else:
             expr, p = fixed_point_sum(agg, kinds.get(agg.clip.column, "float"), f"s{i}", dialect)
             selects.append(f"{expr} AS __dps_a{i}")

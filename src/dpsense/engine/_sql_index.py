@@ -5,7 +5,7 @@ stores, per row, three hidden columns: ``__dps_pos`` (the row's position 0..n_u-
 ``__dps_n`` (n_u, the unit's number of rows) and ``__dps_uh`` (an unkeyed 64-bit hash of the unit
 value, so a release does not hash a string per row). ``rotation_condition`` then keeps at most C rows
 per unit with no window and no aggregate: a row stays iff ``(pos + r) mod n_u < C``, where ``r`` is
-a 63-bit key derived from the release's salt.
+a 31-bit key derived from the release's salt (32-bit arithmetic: the cheapest modulo DuckDB has).
 
 As in ``_sql``, only quoted identifiers are spliced into the text; keys are parameters.
 """
@@ -19,12 +19,18 @@ from dpsense.engine._sql import DUCKDB, Dialect, quote
 #: The hidden columns of an indexed snapshot, in table order after the public columns.
 POSITION, UNIT_ROWS, UNIT_HASH = "__dps_pos", "__dps_n", "__dps_uh"
 HIDDEN_COLUMNS = (POSITION, UNIT_ROWS, UNIT_HASH)
+#: Prefix of the hidden columns holding stored grid units of declared clipped sums (``index_units(sums=)``).
+STORED_UNITS_PREFIX = "__dps_q"
 #: Parameters of the registration order (derived from the index key) and of a release's rotation.
 INDEX_KEYS = ("ik1", "ik2")
 ROTATION_KEY, ROTATION_ROWS = "rot_k", "rot_c"
+#: Bits of the release's rotation r: pos + r stays below 2**32 (UINTEGER) while n_u <= 2**31.
+ROTATION_BITS = 31
 
 
-def unit_index_query(source: str, columns: Sequence[str], *, unit_column: str, dialect: Dialect = DUCKDB) -> str:
+def unit_index_query(
+    source: str, columns: Sequence[str], *, unit_column: str, dialect: Dialect = DUCKDB, extra: Sequence[str] = ()
+) -> str:
     """SELECT of the table with the hidden columns added, stored in (unit, position) order.
 
     Within a unit the rows are ordered by ``K(h, j)``: ``h`` an unkeyed hash of the whole row, ``j``
@@ -34,7 +40,8 @@ def unit_index_query(source: str, columns: Sequence[str], *, unit_column: str, d
     does not depend on the physical row order. ``row_number`` makes the positions a permutation of
     0..n_u-1 whatever the hashes do (a collision of two distinct rows, probability about
     n_u**2 / 2**65, only lets physical order pick their relative order). Rows whose unit is NULL get
-    NULL hidden columns (bounding drops them).
+    NULL hidden columns (bounding drops them). ``extra`` are further hidden ``<expr> AS <name>``
+    columns computed from the row's public columns (the stored grid units of declared sums).
     """
     cols = ", ".join(quote(c) for c in columns)
     unit = quote(unit_column)
@@ -48,25 +55,29 @@ def unit_index_query(source: str, columns: Sequence[str], *, unit_column: str, d
         f"SELECT {cols}, "
         f"CASE WHEN {present} THEN CAST(row_number() OVER __dps_w - 1 AS {int_type}) END AS {POSITION}, "
         f"CASE WHEN {present} THEN CAST(count(*) OVER (PARTITION BY {unit}) AS {int_type}) END AS {UNIT_ROWS}, "
-        f"CASE WHEN {present} THEN {dialect.row_hash.format(unit)} END AS {UNIT_HASH} "
+        f"CASE WHEN {present} THEN {dialect.row_hash.format(unit)} END AS {UNIT_HASH}"
+        f"{''.join(', ' + e for e in extra)} "
         f"FROM __dps_copies WINDOW __dps_w AS (PARTITION BY {unit} ORDER BY {order_key}, __dps_h) "
         f"ORDER BY {unit} NULLS LAST, {POSITION}"
     )
 
 
 def rotation_condition(dialect: Dialect = DUCKDB) -> str:
-    """The row filter ``(pos + $rot_k) mod n_u < $rot_c``, ``$rot_k`` a 63-bit secret drawn per release.
+    """The row filter ``(pos + $rot_k) mod n_u < $rot_c``, ``$rot_k`` a 31-bit secret drawn per release.
 
     This is the rule ``(pos - o_u) mod n_u < C`` with the offset ``o_u = -r mod n_u``: one addition
     and one modulo per row, no hash (the unit's hash column is not even read). Every unit shares the
     release's r, but each unit's positions are its own secret keyed-hash permutation of its rows
     fixed at registration, so which rows a unit keeps is independent of which rows another unit
     keeps, exactly as with a per-unit offset; and given a fresh r, ``r mod n_u`` is uniform on
-    0..n_u-1 up to a bias below n_u / 2**63, so each row stays with probability C / n_u. Rows with a
+    0..n_u-1 up to a bias below n_u / 2**31, so each row stays with probability C / n_u (the bias moves
+    which rows are likelier, never how many: privacy holds for any rule that keeps at most C of a
+    unit's rows by that unit's rows alone). The sum stays in 32 bits while n_u <= 2**31; a unit with
+    more rows makes the statement fail after reading (a charged failure). Rows with a
     NULL unit have NULL hidden columns, so the condition is NULL for them and a WHERE drops them.
     (Portable engines keep a per-unit keyed offset: ``_sql_portable``, computed alike by Spark.)
     """
-    return f"({POSITION} + ${ROTATION_KEY}) % {UNIT_ROWS} < ${ROTATION_ROWS}"
+    return f"({POSITION} + CAST(${ROTATION_KEY} AS {dialect.index_int})) % {UNIT_ROWS} < ${ROTATION_ROWS}"
 
 
 def rotation_query(source: str, columns: Sequence[str], dialect: Dialect = DUCKDB) -> str:

@@ -19,9 +19,9 @@ from functools import cached_property
 from pathlib import Path
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import UsageError
+from dpsense.core.errors import DPSenseError, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.engine import Engine
+from dpsense.engine import ClippedSum, Engine, clipped_sum
 from dpsense.ledger import Ledger
 from dpsense.noise.entropy import random_bytes
 from dpsense.query import Query, Schema
@@ -29,6 +29,7 @@ from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
 from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
 from dpsense.release._progress import REGISTRATION_STAGES, Progress, no_progress
+from dpsense.release._steps import grid_exponent_for
 
 
 @dataclass(frozen=True)
@@ -166,9 +167,28 @@ def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, 
 
 
 def prepare(engine: Engine, table: str, profile: Profile) -> None:
-    """Apply the data policies, then index the snapshot on its privacy unit (a secret order per process)."""
+    """Apply the data policies, then index the snapshot on its privacy unit (a secret order per process).
+
+    The clipped sum of every column with declared bounds (the sum, mean and variance steps use it
+    unless a query overrides the bounds) is offered to the index, so an engine may store its exact
+    grid units once instead of clipping and rounding every row in every release.
+    """
     apply_policies(engine, table, profile)
-    engine.index_units(table, unit_column=profile.unit, key=random_bytes(32))
+    engine.index_units(table, unit_column=profile.unit, key=random_bytes(32), sums=declared_sums(profile))
+
+
+def declared_sums(profile: Profile) -> list[ClippedSum]:
+    """The clipped sum the executor asks for on each numeric column with declared bounds."""
+    sums = []
+    for name, column in sorted(profile.columns.items()):
+        if column.bounds is None or not column.kind.is_numeric:
+            continue
+        low, high = column.bounds
+        try:
+            sums.append(clipped_sum(name, low=float(low), high=float(high), grid_exponent=grid_exponent_for(low, high)))
+        except DPSenseError:  # bounds no grid can hold: the release refuses them itself
+            continue
+    return sums
 
 
 def apply_policies(engine: Engine, table: str, profile: Profile) -> None:
