@@ -103,7 +103,7 @@ def main() -> int:
     if ("postgresql", 16) in rates:
         print(f"TARGET ledger_pg_debits_per_s_16 {rates[('postgresql', 16)]:.0f} >= 500")
     print(f"TARGET ledger_sqlite_debits_per_s_16 {rates[('sqlite', 16)]:.0f} >= 200")
-    print(f"TARGET ledger_overspend {float(overspend):g} == 0")
+    print(f"TARGET ledger_overspend {float(overspend):g} <= 0")
     return 0
 
 

@@ -332,9 +332,9 @@ def main() -> int:
         args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     print(f"TARGET releases_per_s {figures['releases_per_s']:.1f} >= {args.goal_rps:g}")
     print(f"TARGET p99_latency_ms {p99:.0f} <= {args.goal_p99_ms:g}")
-    print(f"TARGET overspend_epsilon {float(excess):g} == 0")
-    print(f"TARGET server_errors {server_errors} == 0")
-    print(f"TARGET retry_mismatches {mismatches} == 0")
+    print(f"TARGET overspend_epsilon {float(excess):g} <= 0")
+    print(f"TARGET server_errors {server_errors} <= 0")
+    print(f"TARGET retry_mismatches {mismatches} <= 0")
     return 1 if excess or problems or server_errors or mismatches else 0
 
 

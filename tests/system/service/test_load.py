@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.unit.ledger.support import drop_pg_schema, fresh_pg_schema
 
 ROOT = Path(__file__).resolve().parents[3]
-TARGET = re.compile(r"^TARGET (\S+) (\S+) (<=|>=|==|<|>) (\S+)$", re.M)
+TARGET = re.compile(r"^TARGET (\S+) (\S+) (<=|>=|<|>) (\S+)$", re.M)  # the ops DEVELOPERS.md allows
 
 
 def test_bounded_load_leaves_no_overspend(pg_server: str, tmp_path: Path) -> None:
