@@ -130,7 +130,12 @@ def classical_scenarios() -> list[Scenario]:
             _pair(lambda v: randomized_response(v, epsilon=1).value, 0, 1),
         ),
         Scenario(
-            "approx_bounds", 1.0, 0.0, "40 values at 3 vs the same + one row at 2^20 (a far bin 0 vs 1)", _approx_bounds
+            "approx_bounds",
+            1.0,
+            0.0,
+            "40 values at 3 vs the same + one row at 2^20 (a far bin 0 vs 1)",
+            _approx_bounds,
+            slow=True,  # one call of the public function per output
         ),
         Scenario("em_quantile", 1.0, 0.0, "q=1/4, (6.5 x4, 7.5) vs (0.5, 6.5 x4) on [0,8]", _em_quantile, slow=True),
         Scenario(
