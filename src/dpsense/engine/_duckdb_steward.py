@@ -141,14 +141,14 @@ class DuckDBStewardSteps(ABC):
         unit = _checks.require(info, unit_column)
         secret = _checks.secret(key, "index key")
         params: dict[str, object]
-        stored: dict[SumKey, str] = {}
+        stored: dict[SumKey, str] = {}  # the portable rules store no sums
         if self.portable:
             _portable.require_text_column(unit, "privacy unit")
             sql = _sql_portable.unit_index_query(relation, info.columns, unit=unit)
             params = {"index_key": _portable.text_key(secret, "index"), "unit_key": _portable.text_key(secret, "unit")}
         else:
             params = dict(_sql.derived_keys(secret, "index", _sql_index.INDEX_KEYS))
-            extra = self._stored_units(info, sums, stored, params)
+            extra, stored = _stored_units(info, sums, params)
             sql = _sql_index.unit_index_query(relation, info.column_names, unit_column=unit_column, extra=extra)
         copy = f"{SRC_PREFIX}{next(self._counter)}"
         self._run(f"CREATE TEMP TABLE {_sql.quote(copy)} AS {sql}", params)
@@ -164,19 +164,24 @@ class DuckDBStewardSteps(ABC):
         self._indexes[table] = unit_column
         self._stored_sums[table] = stored
 
-    @staticmethod
-    def _stored_units(
-        info: TableInfo, sums: Sequence[ClippedSum], stored: dict[SumKey, str], params: dict[str, object]
-    ) -> list[str]:
-        """The ``<expr> AS <hidden name>`` columns of the distinct ``sums`` (names into ``stored``)."""
-        extra: list[str] = []
-        kinds = {c.name: c.kind for c in info.columns}
-        for spec in _checks.aggregates(info, list(sums)) if sums else ():
-            if not isinstance(spec, ClippedSum) or sum_key(spec) in stored:
-                continue
-            name = f"{_sql_index.STORED_UNITS_PREFIX}{len(stored)}"
-            expr, p = _sql.stored_grid_units(spec, kinds.get(spec.clip.column, "float"), f"q{len(stored)}")
-            extra.append(f"{expr} AS {_sql.quote(name)}")
-            params.update(p)
-            stored[sum_key(spec)] = name
-        return extra
+
+def _stored_units(
+    info: TableInfo, sums: Sequence[ClippedSum], params: dict[str, object]
+) -> tuple[list[str], dict[SumKey, str]]:
+    """The ``<expr> AS <hidden name>`` columns of the distinct ``sums`` and their names by sum.
+
+    Their parameters are added to ``params`` (the index statement's).
+    """
+    extra: list[str] = []
+    stored: dict[SumKey, str] = {}
+    kinds = {c.name: c.kind for c in info.columns}
+    for spec in sums:
+        _checks.require_numeric(info, spec.clip.column)
+        if sum_key(spec) in stored:
+            continue
+        name = f"{_sql_index.STORED_UNITS_PREFIX}{len(stored)}"
+        expr, p = _sql.stored_grid_units(spec, kinds.get(spec.clip.column, "float"), f"q{len(stored)}")
+        extra.append(f"{expr} AS {_sql.quote(name)}")
+        params.update(p)
+        stored[sum_key(spec)] = name
+    return extra, stored

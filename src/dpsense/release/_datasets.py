@@ -21,7 +21,7 @@ from pathlib import Path
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import DPSenseError, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.engine import ClippedSum, Engine, clipped_sum
+from dpsense.engine import ClippedSum, Engine
 from dpsense.ledger import Ledger
 from dpsense.noise.entropy import random_bytes
 from dpsense.query import Query, Schema
@@ -29,7 +29,7 @@ from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
 from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
 from dpsense.release._progress import REGISTRATION_STAGES, Progress, no_progress
-from dpsense.release._steps import grid_exponent_for
+from dpsense.release._steps import bounded_sum
 
 
 @dataclass(frozen=True)
@@ -183,9 +183,8 @@ def declared_sums(profile: Profile) -> list[ClippedSum]:
     for name, column in sorted(profile.columns.items()):
         if column.bounds is None or not column.kind.is_numeric:
             continue
-        low, high = column.bounds
         try:
-            sums.append(clipped_sum(name, low=float(low), high=float(high), grid_exponent=grid_exponent_for(low, high)))
+            sums.append(bounded_sum(name, *column.bounds))
         except DPSenseError:  # bounds no grid can hold: the release refuses them itself
             continue
     return sums

@@ -39,7 +39,6 @@ from dpsense.engine import (
     GroupRow,
     Predicate,
     centered_squares,
-    clipped_sum,
     count_outside,
     count_present,
     count_rows,
@@ -54,8 +53,8 @@ from dpsense.release._steps import (
     Output,
     accuracy_note,
     additive_noise,
+    bounded_sum,
     error_bounds,
-    grid_exponent_for,
     mean_error,
     variance_error,
 )
@@ -198,13 +197,8 @@ def execute(
     for i, agg in enumerate(ir.aggregates, start=1):
         stage(i)
         steps = [s for s in plan.steps if s.output == agg.name]
-        if agg.kind is AggregateKind.APPROX_BOUNDS:
-            values = runner.present_values(agg, steps[0])[0]
-            produced, losses = release_bounds(agg, steps[0], values, plan.adjacency)
-            outputs.extend(produced)
-        else:
-            output, losses = runner.run(agg, steps)
-            outputs.append(output)
+        produced, losses = runner.run(agg, steps)
+        outputs.extend(produced)
         realised.extend(losses)
     return Executed(group_column, released_keys, outputs, realised)
 
@@ -261,8 +255,7 @@ class _Runner(DataDependentSteps):
         if kind in (AggregateKind.SUM, AggregateKind.MEAN, AggregateKind.VARIANCE):
             low, high = agg.bounds[0]
             column = agg.columns[0]
-            grid = grid_exponent_for(low, high)
-            spec = clipped_sum(column, low=float(low), high=float(high), grid_exponent=grid, name=f"{agg.name}|s")
+            spec = bounded_sum(column, low, high, name=f"{agg.name}|s")
             if kind is AggregateKind.SUM:
                 return self._rows(steps[0]), [spec]
             # the denominator counts the rows whose value is present, as the clipped sum does
@@ -294,7 +287,14 @@ class _Runner(DataDependentSteps):
             )
         return self.views[key]
 
-    def run(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+    def run(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[list[Output], list[PrivacyLoss]]:
+        """The output columns of one aggregate (one, or two for ``approx_bounds``) and their step losses."""
+        if agg.kind is AggregateKind.APPROX_BOUNDS:
+            return release_bounds(agg, steps[0], self.present_values(agg, steps[0])[0], self.plan.adjacency)
+        output, losses = self._run_one(agg, steps)
+        return [output], losses
+
+    def _run_one(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         kind = agg.kind
         if kind in (
             AggregateKind.COUNT,

@@ -19,6 +19,7 @@ from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.engine import ClippedSum, clipped_sum
 from dpsense.mechanisms import MechanismResult
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
 from dpsense.noise import exact
@@ -118,6 +119,15 @@ def grid_exponent_for(low: Fraction, high: Fraction) -> int:
     magnitude = max(abs(low), abs(high))
     top = 0 if magnitude == 0 else math.floor(math.log2(magnitude))
     return top - _SUM_GRID_BITS
+
+
+def bounded_sum(column: str, low: Fraction, high: Fraction, name: str | None = None) -> ClippedSum:
+    """The exact clipped sum a release adds for ``column`` on [low, high] (its grid from the bounds).
+
+    The one spelling used by the executor's sum, mean and variance steps and by registration, which
+    offers the declared bounds' sums to the unit index: equal specs let an engine read stored units.
+    """
+    return clipped_sum(column, low=float(low), high=float(high), grid_exponent=grid_exponent_for(low, high), name=name)
 
 
 def error_bounds(result: MechanismResult, size: int) -> list[float | None]:

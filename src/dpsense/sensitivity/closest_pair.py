@@ -154,11 +154,7 @@ def closest_pair_global_sensitivity(
         InvalidBounds: unless low < high are finite.
 
     """
-    adj = Adjacency.parse(adjacency)
-    lo, hi = _check_box(low, high)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 1024:
-        raise UsageError("dim must be an integer in [1, 1024]", dim, "pass the number of coordinates")
-    return _round_up(closest_pair_range_top(adjacency=adj, dim=dim, low=lo, high=hi, n=n))
+    return _round_up(closest_pair_range_top(adjacency=adjacency, dim=dim, low=low, high=high, n=n))
 
 
 def closest_pair_range_top(
@@ -461,9 +457,7 @@ def closest_pair_inputs(
     raw = np.asarray(points, dtype=np.float64)
     pts = np.clip(raw.reshape(raw.shape[0], -1) if raw.ndim > 1 else raw.reshape(-1, 1), low, high)
     n, dim = pts.shape
-    cap = closest_pair_global_sensitivity(
-        adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None
-    )
     top = closest_pair_range_top(adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None)
+    cap = _round_up(top)  # = closest_pair_global_sensitivity for the same box, adjacency and n
     value = min(cap, min_pairwise_distance(pts)) if n >= 2 else cap
     return pts, value, cap, top
