@@ -1,11 +1,12 @@
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from dp_accounting import ZCDpEvent
 from dp_accounting.rdp import RdpAccountant
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
@@ -89,9 +90,48 @@ def test_returned_epsilon_is_nearly_the_smallest():
     st.floats(min_value=0, max_value=30),
     st.floats(min_value=1e-3, max_value=5),
 )
+@example(rho=18.5, eps=0.0, step=0.25)  # issue 13: δ(18.5, 0.25) came out above δ(18.5, 0)
 def test_delta_decreases_in_epsilon_and_increases_in_rho(rho, eps, step):
     assert approx_delta_of_zcdp(rho, eps + step) <= approx_delta_of_zcdp(rho, eps) * (1 + 1e-9)
     assert approx_delta_of_zcdp(rho * (1 + step), eps) >= approx_delta_of_zcdp(rho, eps) * (1 - 1e-9)
+
+
+def cks_delta_decimal(rho: float, eps: float) -> Decimal:
+    """The CKS infimum at 60 significant digits (decimal): bisection in t = ln(α - 1) on the derivative."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        r, e, one = Decimal(rho), Decimal(eps), Decimal(1)
+
+        def derivative(t: Decimal) -> Decimal:
+            x = t.exp()
+            return (one + 2 * x) * r - e - (one + one / x).ln()
+
+        lo, hi = -r - e - 60, ((e + 1) / (2 * r) + 2).ln()
+        for _ in range(300):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if derivative(mid) < 0 else (lo, mid)
+        x = hi.exp()
+        exponent = x * (one + x) * r - x * e - x * (one + one / x).ln() - (one + x).ln()
+        return min(one, exponent.exp())
+
+
+@pytest.mark.parametrize(
+    ("rho", "eps"),
+    [(18.5, 0.0), (18.5, 0.25), (18.5, 1.0), (12.0, 0.0), (30.0, 10.0), (0.5, 1.0), (1e-4, 0.0), (1e-8, 0.0)],
+)
+def test_delta_is_an_upper_bound_on_the_high_precision_infimum(rho, eps):
+    # issue 13: at ρ = 18.5, ε = 0 the α form cancelled ln(1 - 1/α) against ln(α - 1) near α = 1 and
+    # returned a δ below the infimum (not an upper bound), which also broke monotonicity in ε.
+    exact = cks_delta_decimal(rho, eps)
+    ours = Decimal(approx_delta_of_zcdp(rho, eps))
+    assert ours >= exact
+    assert ours <= exact * Decimal(1 + 1e-9)
+
+
+def test_delta_is_non_increasing_in_epsilon_at_large_rho():
+    for rho in (12.0, 18.5, 25.0):
+        deltas = [approx_delta_of_zcdp(rho, eps / 8) for eps in range(40)]
+        assert deltas == sorted(deltas, reverse=True)
 
 
 def test_zero_rho_and_zcdp_objects():
