@@ -191,6 +191,11 @@ def execute(
         selected, loss = runner.select_keys(selection)
         runner.keys = released_keys = selected
         realised.append(loss)
+        if not selected:  # no key kept: every statistic is an empty column (post-processing of the selection)
+            note = "no group key passed the private partition selection, so no group is released"
+            empty = [Output(agg.name, [], [], note) for agg in ir.aggregates]  # approx_bounds has no group_by
+            charged = [s.loss for s in plan.steps if s.part is not StepPart.KEYS]  # the planned charge stands
+            return Executed(group_column, [], empty, [*realised, *charged])
     stage = on_stage if on_stage is not None else (lambda i: None)
     stage(0)
     runner.prefetch(ir)

@@ -60,3 +60,37 @@ def test_partition_selection_in_sql(steward: dp.Session) -> None:
     register(steward, cities(), keys={}, max_groups_per_unit={"city": 1})
     release = steward.sql("SELECT city, COUNT(*) AS n FROM events GROUP BY city", epsilon=1, delta=1e-8)
     assert {f"city{i}" for i in range(5)} <= set(release.table["city"])
+
+
+def rare_cities() -> pd.DataFrame:
+    """Only keys seen with one person each: every one is kept with probability <= δ / k."""
+    persons = np.arange(30)
+    return pd.DataFrame(
+        {"person_id": [f"p{p}" for p in persons], "city": [f"rare{p}" for p in persons], "hours": 1.0, "age": 30}
+    )
+
+
+def test_no_key_kept_gives_an_empty_table_charged_normally(steward: dp.Session) -> None:
+    events = register(steward, rare_cities(), keys={}, max_groups_per_unit={"city": 1})
+    query = events.query().group_by("city").agg(n=dp.count(), m=dp.mean("hours"), med=dp.median("hours"))
+    release = steward.release(query, epsilon=1, delta=1e-8)
+    assert len(release.table) == 0
+    assert release.charged == ApproxDP(1, 1e-8)
+    assert sorted(release.table.columns) == sorted(["city", "n", "m", "med"])
+    # the same columns, in the same order, as a release of the same query that keeps keys
+    kept = register(steward, cities(), name="events2", keys={}, max_groups_per_unit={"city": 1})
+    full = steward.release(
+        kept.query().group_by("city").agg(n=dp.count(), m=dp.mean("hours"), med=dp.median("hours")),
+        epsilon=1,
+        delta=1e-8,
+    )
+    assert list(release.table.columns) == [c for c in full.table.columns if not c.endswith("_error95")]
+    assert release.charged == ApproxDP(1, 1e-8)
+
+
+def test_no_key_kept_over_sql_gives_an_empty_table(steward: dp.Session) -> None:
+    register(steward, rare_cities(), keys={}, max_groups_per_unit={"city": 1})
+    release = steward.sql("SELECT city, COUNT(*) AS n FROM events GROUP BY city", epsilon=1, delta=1e-8)
+    assert sorted(release.table.columns) == ["city", "n"]
+    assert len(release.table) == 0
+    assert release.charged == ApproxDP(1, 1e-8)
