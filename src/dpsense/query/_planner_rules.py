@@ -8,6 +8,7 @@ imported: the planner is L3 and ``release/`` maps the names to ``dpsense.mechani
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 
 from dpsense.core.adjacency import Adjacency
@@ -204,16 +205,95 @@ def centered_sensitivity_for(bounds: Bounds, *, adjacency: Adjacency, rows: int)
     return centered_sum_sensitivity(bounds, adjacency=adjacency, contribution=contribution)
 
 
-def squares_sensitivity(bounds: Bounds, *, rows: int) -> Fraction:
-    """The sum of squared centered values (x - m)^2, m = (L + U)/2, each in [0, ((U - L)/2)^2]: C ((U - L)/2)^2.
+def squares_sensitivity(
+    bounds: Bounds, *, adjacency: Adjacency, rows: int, grouped: bool, norm: Norm
+) -> Fraction | Sqrt:
+    """The sum of squared centered values (x - m)^2, m = (L + U)/2, each in [0, h^2] with h = (U - L)/2.
 
-    Add/remove: one unit adds or removes at most C terms, each in [0, h^2] with h = (U - L)/2. Replace:
-    the unit's at most C terms are removed and at most C others added; both sums lie in [0, C h^2], so
-    the difference is at most C h^2 as well (the terms are non-negative). Per public group the same
-    bound holds (a unit's terms in all groups together are at most C).
+    Add/remove: one unit adds or removes at most C terms, each in [0, h^2]: C h^2 in every norm (all
+    its rows may sit in one group). Replace, ungrouped: the unit's at most C terms are removed and at
+    most C others added; both partial sums lie in [0, C h^2] and the terms are non-negative, so the
+    sum moves by at most C h^2. Replace, grouped (ALGORITHMS.md section 1, "Grouped releases under
+    replace"): the replaced unit's terms can leave group a (its sum falls by up to C h^2) while the
+    replacement's enter group b (its sum rises by up to C h^2): the per-group vector moves in two
+    coordinates, L1 2 C h^2 and L2 sqrt(2) C h^2. (Splitting the rows over more groups only lowers the
+    L2 change: for a, b >= 0 with a + b fixed, a^2 + b^2 is largest at one coordinate.)
     """
     half = (bounds.upper - bounds.lower) / 2
-    return rows * half * half
+    one_side = rows * half * half
+    if adjacency is Adjacency.ADD_REMOVE or not grouped:
+        return one_side
+    if norm is Norm.L2:
+        return Sqrt(2 * one_side * one_side)
+    return 2 * one_side
+
+
+class RecordCost(str, Enum):
+    """How a data-dependent mechanism counts the record changes one call's ε covers (public facts)."""
+
+    #: EM / inverse-sensitivity order statistics on the private n: a record added, removed or
+    #: replaced is one change (the rank utility moves by at most 1), the call covers one change.
+    ORDER = "order"
+    #: Mechanisms whose call covers one change where a record replaced in place is two: those on
+    #: values resized to a public n^ (inverse-sensitivity trimmed mean, Propose-Test-Release: an added
+    #: or removed record is one resized replacement) and the edge-level triangle counts (an edge
+    #: replaced is one edge removed and one added).
+    ONE_CHANGE = "one_change"
+    #: Smooth sensitivity on values resized to n^: one call covers one replacement under add/remove
+    #: and two under replace (``max_records_per_unit=2``), so that a unit replaced in place costs C calls.
+    SMOOTH = "smooth"
+
+
+def record_cost_family(mechanism: str) -> RecordCost:
+    """The record-change family of a data-dependent mechanism's name."""
+    if mechanism.endswith("triangle_count") or mechanism.startswith("ptr_"):
+        return RecordCost.ONE_CHANGE
+    if mechanism == "inverse_sensitivity_trimmed_mean":
+        return RecordCost.ONE_CHANGE
+    if mechanism.startswith("smooth_"):
+        return RecordCost.SMOOTH
+    return RecordCost.ORDER
+
+
+def calibrated_changes(mechanism: str, *, adjacency: Adjacency) -> int:
+    """k: the record changes one call of the mechanism is calibrated for (2 only for smooth under replace)."""
+    if record_cost_family(mechanism) is RecordCost.SMOOTH and adjacency is Adjacency.REPLACE:
+        return 2
+    return 1
+
+
+def unit_record_cost(mechanism: str, *, adjacency: Adjacency, rows: int, groups: int | None, grouped: bool) -> int:
+    """M: a unit's change costs at most M calls' ε over all public groups; the step runs at ε_g = ε / M.
+
+    A unit keeps at most C rows in at most G groups (G = min(C0, C); C when no C0 is declared). Each
+    public group's mechanism is ε_g-DP for k record changes of its own group (``calibrated_changes``),
+    so a group that sees m changes loses ceil(m / k) ε_g (Dwork-Roth Thm 2.2) and disjoint groups add
+    up (parallel composition over the partition). The worst case over neighbours:
+
+    * add/remove: the unit's r_g removals (or additions) sum to at most C, k = 1: M = C;
+    * replace, ungrouped or in one group: C removals and C additions in the same group are at most C
+      changes for ``ORDER`` (replacements) and 2C resized replacements, i.e. C calls of k = 2 for
+      ``SMOOTH``; ``ONE_CHANGE`` pays 2C;
+    * replace, grouped (ALGORITHMS.md section 1): the replaced unit's rows can leave groups a_1..a_G
+      while its replacement's rows enter other groups b_1..b_G, so removals and additions no longer
+      pair up: ``ORDER`` and ``ONE_CHANGE`` pay r + a <= 2C; ``SMOOTH`` pays
+      sum_g ceil(r_g / 2) + sum_g ceil(a_g / 2) <= 2 R(C, G), where R(C, G) = (C + o) / 2 is the
+      largest sum of ceil(r_g / 2) over at most G parts r_g summing to C (o, the number of odd parts,
+      is the largest integer <= min(G, C) with o = C mod 2). A group that sees both removals and
+      additions costs ceil((r + a) / 2) <= ceil(r / 2) + ceil(a / 2), so separate groups are the worst.
+    """
+    family = record_cost_family(mechanism)
+    if adjacency is Adjacency.ADD_REMOVE:
+        return rows
+    if family is RecordCost.ONE_CHANGE:
+        return 2 * rows
+    if not grouped:
+        return rows
+    if family is RecordCost.ORDER:
+        return 2 * rows
+    parts = min(groups if groups is not None else rows, rows)
+    odd = parts if (parts - rows) % 2 == 0 else parts - 1
+    return rows + odd
 
 
 def public_n_mean_sensitivity(bounds: Bounds, *, n: int, adjacency: Adjacency, rows: int) -> Fraction:

@@ -28,7 +28,10 @@ silently charged. Basic composition (Dwork-Roth Thm 3.16) of the steps then equa
 Contribution bounds: C is the aggregate's ``max_rows_per_unit``, else the dataset's (``max_rows_per_unit``
 argument); grouped queries also use the query's ``max_groups_per_unit``. Global sensitivities are stated
 for the unit of C rows. Data-dependent mechanisms (quantiles, smooth, inverse sensitivity) are stated
-for one row, so they run at ε/C and group privacy (Dwork-Roth Thm 2.2) gives ε for the unit.
+for one row (or two, smooth under replace), so they run at ε/M and group privacy (Dwork-Roth Thm 2.2)
+gives ε for the unit: M = C, except under replace with public groups, where a replaced unit can leave one
+group while its replacement enters another (``_planner_rules.unit_record_cost``: 2C for the
+exponential-mechanism and inverse-sensitivity quantiles, C plus the odd parts for smooth sensitivity).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from dpsense.query._planner_rules import (
     GLOBAL_MECHANISMS,
     THEOREMS,
     Choice,
+    calibrated_changes,
     centered_sensitivity_for,
     choose,
     count_sensitivity,
@@ -57,6 +61,7 @@ from dpsense.query._planner_rules import (
     public_n_mean_sensitivity,
     squares_sensitivity,
     sum_sensitivity_for,
+    unit_record_cost,
     units_sensitivity,
 )
 from dpsense.sensitivity import Bounds, Norm, Sqrt
@@ -91,8 +96,11 @@ class PlanStep:
         sensitivity, norm: the global sensitivity the noise is calibrated to (``None`` for mechanisms
             that calibrate to the data, which the executor bounds with the same public facts).
         loss: the share of the budget charged for this step.
-        mechanism_epsilon: the ε the mechanism runs with (``loss`` ε, divided by C for row-level
-            data-dependent mechanisms: group privacy).
+        mechanism_epsilon: the ε the mechanism runs with (``loss`` ε, divided by ``record_cost``
+            for row-level data-dependent mechanisms: group privacy).
+        record_cost: M for a data-dependent step: a unit's change costs at most M calls of the
+            per-group mechanism over all groups (``_planner_rules.unit_record_cost``), so the step
+            runs at ε / M; ``None`` for global-sensitivity steps.
 
     """
 
@@ -111,6 +119,19 @@ class PlanStep:
     norm: Norm | None
     loss: PureDP | ApproxDP
     mechanism_epsilon: Fraction
+    record_cost: int | None = None
+
+    @property
+    def changes_per_call(self) -> int:
+        """k: the record changes one call of a data-dependent mechanism is calibrated for (1 or 2)."""
+        return calibrated_changes(self.mechanism, adjacency=self.adjacency)
+
+    @property
+    def unit_cost(self) -> int:
+        """M of a data-dependent step (``record_cost``); an internal error for a global-sensitivity step."""
+        if self.record_cost is None:
+            raise InternalError(f"step {self.output!r} is not a data-dependent step")
+        return self.record_cost
 
     def to_json(self) -> dict[str, object]:
         """A JSON object of the step, numbers as exact ``"n/d"`` strings."""
@@ -119,7 +140,9 @@ class PlanStep:
             sens = {"sqrt": _q(self.sensitivity.squared)}
         elif self.sensitivity is not None:
             sens = _q(self.sensitivity)
+        extra: dict[str, object] = {} if self.record_cost is None else {"record_cost": self.record_cost}
         return {
+            **extra,
             "output": self.output,
             "part": self.part.value,
             "statistic": self.statistic.value,
@@ -213,7 +236,12 @@ def plan(
     for agg in ir.aggregates:
         rows = _rows(agg, max_rows_per_unit, ir.max_groups_per_unit, grouped)
         row_level = agg.kind not in _GLOBAL_KINDS
-        run_eps = share / rows if row_level and rows is not None else share
+        run_eps = share
+        if row_level and rows is not None:  # the default quantile is judged on the ε it runs with
+            cost = unit_record_cost(
+                agg.mechanism or "em_quantile", adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped
+            )
+            run_eps = share / cost
         choice = choose(agg, mechanism_epsilon=run_eps, delta=dlt)
         drafts.extend(
             (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(agg, part) else choice, rows) for part in parts[agg.name]
@@ -405,11 +433,13 @@ def _step(
     sensitivity: Fraction | Sqrt | None = None
     norm: Norm | None = None
     run_eps = loss.epsilon
+    cost: int | None = None
     if choice.mechanism in GLOBAL_MECHANISMS:
         norm = norm_for(choice)
         sensitivity = _sensitivity(agg, part, adj, rows, groups, n, grouped, norm)
     elif rows is not None:
-        run_eps = loss.epsilon / rows
+        cost = unit_record_cost(choice.mechanism, adjacency=adj, rows=rows, groups=groups, grouped=grouped)
+        run_eps = loss.epsilon / cost
     return PlanStep(
         output=agg.name,
         part=part,
@@ -426,6 +456,7 @@ def _step(
         norm=norm,
         loss=loss,
         mechanism_epsilon=run_eps,
+        record_cost=cost,
     )
 
 
@@ -449,7 +480,7 @@ def _sensitivity(
         return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=grouped, norm=norm)
     bounds = Bounds(*agg.bounds[0])
     if part is StepPart.CENTERED_SQUARES:
-        return squares_sensitivity(bounds, rows=rows)
+        return squares_sensitivity(bounds, adjacency=adj, rows=rows, grouped=grouped, norm=norm)
     if part is StepPart.CENTERED_SUM:
         return centered_sensitivity_for(bounds, adjacency=adj, rows=rows)
     if agg.kind is AggregateKind.MEAN and n is not None:
@@ -510,5 +541,11 @@ def _explain_step(s: PlanStep, public_n: int | None) -> str:
     if isinstance(s.loss, ApproxDP):
         text += f", δ = {_num(s.loss.delta)}"
     if s.mechanism_epsilon != s.loss.epsilon:
-        text += f" (run at ε = {_num(s.mechanism_epsilon)} per row: group privacy over the unit's rows)"
+        text += f" (run at ε = {_num(s.mechanism_epsilon)} per row: group privacy over the unit's rows"
+        if s.record_cost is not None and s.max_rows_per_unit is not None and s.record_cost > s.max_rows_per_unit:
+            text += (
+                f", {s.record_cost} record changes: a replaced unit can leave one group while its "
+                "replacement enters another"
+            )
+        text += ")"
     return text + "."

@@ -90,8 +90,7 @@ class DataDependentSteps(ABC):
             f"released value lies between the records ranked {rank_error:,.0f} below and above the target rank "
             f"(2/ε ln(K/β) with ε = {float(eps):.4g} per record and K = 2^32 public cells; Dwork-Roth Thm 3.11)"
         )
-        rows = self._rows(step)
-        return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, rows)]
+        return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, step.unit_cost)]
 
     def present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
         """Per output group, the bounded values of the statistic's column (missing ones left out)."""
@@ -107,8 +106,10 @@ class DataDependentSteps(ABC):
         release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
         or trimming alternately, so one added or removed record is at most one replacement): smooth
         sensitivity (Cauchy noise), inverse sensitivity, or Propose-Test-Release, at the step's ε / C
-        per record group of ``_record_changes`` record changes, so group privacy gives the step's loss
-        for a unit. Public groups compose in parallel, each with its own n^. The order statistic's rank
+        per call of ``step.changes_per_call`` record changes, so group privacy over the step's
+        ``record_cost`` calls gives the step's loss for a unit, also when a replaced unit leaves one
+        public group while its replacement enters another (``query._planner_rules.unit_record_cost``).
+        Each public group has its own n^. The order statistic's rank
         is ceil(q n^) (the median rank (n^ + 1) // 2), the trimmed mean trims floor(t n^) at each end.
         """
         low, high = (float(b) for b in agg.bounds[0])
@@ -157,10 +158,10 @@ class DataDependentSteps(ABC):
         bounds: tuple[float, float],
         q: Fraction | None,
     ) -> tuple[float | None, str]:
-        eps, changes = step.mechanism_epsilon, self._record_changes()
+        eps, changes = step.mechanism_epsilon, step.changes_per_call
         mechanism = step.mechanism
         if mechanism.startswith("ptr_"):
-            eps_r, delta_r = ptr_record_budget(step, changes)
+            eps_r, delta_r = ptr_record_budget(step)
             common: dict[str, Any] = {
                 "bounds": bounds,
                 "proposed_bound": _proposed(agg),
@@ -195,10 +196,8 @@ class DataDependentSteps(ABC):
             return float(result.value), ""
         if mechanism == "inverse_sensitivity_trimmed_mean":
             resized = resize_to_public_n(_array(x), public_n=n, bounds=bounds)
-            result = mech.inverse_sensitivity_trimmed_mean(
-                resized, trim=_trim(agg, n), bounds=bounds, epsilon=eps / changes
-            )
-            check_result_loss(result, PureDP(eps / changes), step)
+            result = mech.inverse_sensitivity_trimmed_mean(resized, trim=_trim(agg, n), bounds=bounds, epsilon=eps)
+            check_result_loss(result, PureDP(eps), step)
             return float(result.value), ""
         raise InternalError(f"{mechanism!r} does not run on a public n")
 
@@ -208,7 +207,7 @@ class DataDependentSteps(ABC):
         points = points[~np.isnan(points).any(axis=1)]
         eps = step.mechanism_epsilon
         if step.mechanism == "ptr_min_distance":
-            eps_r, delta_r = ptr_record_budget(step, 1)
+            eps_r, delta_r = ptr_record_budget(step)
             answer = mech.ptr_min_distance(
                 points,
                 box=(low, high),
@@ -231,7 +230,7 @@ class DataDependentSteps(ABC):
             )
         check_result_loss(result, PureDP(eps), step)
         note = f"{step.mechanism}: the noise scale depends on the data, so no error bound is published"
-        return Output(agg.name, [float(result.value)], [None], note), [group_privacy(eps, self._rows(step))]
+        return Output(agg.name, [float(result.value)], [None], note), [group_privacy(eps, step.unit_cost)]
 
     def select_keys(self, step: PlanStep) -> tuple[list[Any], PrivacyLoss]:
         """The grouping's keys by private partition selection (``mechanisms.partition_selection``).
@@ -257,15 +256,6 @@ class DataDependentSteps(ABC):
         kept = [key for (key, _), keep in zip(candidates, chosen.keep, strict=True) if keep]
         return sorted(kept, key=lambda k: (type(k).__name__, k)), chosen.loss
 
-    def _record_changes(self) -> int:
-        """Record-level changes one of a unit's C rows stands for: 1 under add/remove, 2 under replace.
-
-        A unit keeps at most C rows; adding or removing it adds or removes them, and replacing it
-        removes its rows and adds at most C others, so each of the C steps of group privacy is at
-        most one removal and one addition (two replacements once resized to a public n).
-        """
-        return 2 if self.plan.adjacency is Adjacency.REPLACE else 1
-
     def _trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         """A noisy count as the public n, then the floor(t n^)-trimmed mean (``_public_n_statistic``)."""
         by_part = {s.part: s for s in steps}
@@ -276,7 +266,8 @@ class DataDependentSteps(ABC):
 
         Each kept row is an undirected edge; rows with an endpoint outside the public vertex set, self
         loops and repeated edges are dropped (a rule on each row alone), so one unit changes at most C
-        edges (2C under replace). The mechanism runs edge-level at ε / (C x record changes): group privacy.
+        edges (2C under replace: the step's ``record_cost``). The mechanism runs edge-level at
+        ε / record_cost: group privacy.
         """
         vertices = [self.engine_key(v) for v in agg.keys or ()]
         index = {v: i for i, v in enumerate(vertices)}
@@ -290,10 +281,10 @@ class DataDependentSteps(ABC):
         }
         edges = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
         graph = UndirectedGraph(edges, num_vertices=max(len(vertices), 1))
-        eps = step.mechanism_epsilon / self._record_changes()
+        eps = step.mechanism_epsilon
         top = float(math.comb(len(vertices), 3))
         if step.mechanism == "ptr_triangle_count":
-            eps_r, delta_r = ptr_record_budget(step, self._record_changes())
+            eps_r, delta_r = ptr_record_budget(step)
             answer = mech.ptr_triangle_count(
                 graph,
                 privacy_unit="edge",
@@ -314,7 +305,7 @@ class DataDependentSteps(ABC):
             result = mech.inverse_sensitivity_triangle_count(graph, privacy_unit="edge", count_bound=top, epsilon=eps)
         check_result_loss(result, PureDP(eps), step)
         note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
-        loss = group_privacy(eps * self._record_changes(), self._rows(step))
+        loss = group_privacy(eps, step.unit_cost)
         return Output(agg.name, [float(result.value)], [None], note), [loss]
 
 

@@ -161,19 +161,22 @@ def mean_error(noisy_sum: MechanismResult, noisy_count: MechanismResult, count: 
     return float(min(bound, 2 * half))
 
 
-def ptr_record_budget(step: PlanStep, changes: int) -> tuple[Fraction, Fraction]:
-    """Per-record (ε_r, δ_r) of a PTR step whose unit stands for ``C x changes`` record changes.
+def ptr_record_budget(step: PlanStep) -> tuple[Fraction, Fraction]:
+    """Per-record (ε_r, δ_r) of a PTR step whose unit stands for ``step.record_cost`` record changes.
 
     Group privacy for approximate DP: an (ε_r, δ_r)-DP mechanism is (k ε_r, k e^((k-1) ε_r) δ_r)-DP for
     datasets k records apart (Vadhan 2017, "The complexity of differential privacy", Lemma 2.2). With
-    k = C x changes, ε_r = ε / k and δ_r the largest double with k e^((k-1) ε_r) δ_r <= δ (checked
-    with a margin against rounding), the unit's loss is at most the step's (ε, δ), which is charged.
+    k = the step's record cost (C, or 2C under replace: a unit's rows removed and others added, in
+    the same or in other public groups; groups with k_g changes, sum k_g <= k, add up to at most
+    (k ε_r, k e^((k-1) ε_r) δ_r) by basic composition), ε_r = ε / k and δ_r the largest double with
+    k e^((k-1) ε_r) δ_r <= δ (checked with a margin against rounding), the unit's loss is at most the
+    step's (ε, δ), which is charged.
     """
     if not isinstance(step.loss, ApproxDP) or step.max_rows_per_unit is None:
         raise InternalError(f"PTR step {step.output!r} without δ or a contribution bound")
     if step.loss.delta == 0:
         raise InternalError(f"PTR step {step.output!r} with δ = 0")
-    k = step.max_rows_per_unit * changes
+    k = step.unit_cost
     eps_r = step.loss.epsilon / k
     factor = k * math.exp((k - 1) * float(eps_r)) * (1 + 1e-9)
     delta_r = Fraction(float(step.loss.delta) / factor)

@@ -133,9 +133,10 @@ def test_ptr_group_privacy_keeps_the_unit_within_the_charge(rows: int, changes: 
         sensitivity=None,
         norm=None,
         loss=ApproxDP(eps, delta),
-        mechanism_epsilon=eps / rows,
+        mechanism_epsilon=eps / (rows * changes),
+        record_cost=rows * changes,
     )
-    eps_r, delta_r = ptr_record_budget(step, changes)
+    eps_r, delta_r = ptr_record_budget(step)
     k = rows * changes
     assert eps_r * k == eps
     unit_delta = k * math.exp((k - 1) * float(eps_r)) * float(delta_r)  # Vadhan 2017, Lemma 2.2

@@ -229,6 +229,7 @@ def _public_numbers(p: Plan) -> set[str]:
         nums.add(str(p.requested.delta))
     for s in p.steps:
         nums |= {str(s.loss.epsilon), str(s.mechanism_epsilon), str(s.max_rows_per_unit), str(s.max_groups_per_unit)}
+        nums.add(str(s.record_cost))
         if isinstance(s.loss, ApproxDP):
             nums.add(str(s.loss.delta))
         if s.sensitivity is not None:
