@@ -452,10 +452,19 @@ def closest_pair_inputs(
     f is defined as G below two points (add/remove) and never exceeds G. The releases clamp to
     [0, top] (``closest_pair_range_top``: G before rounding up), so no answer exceeds the box's
     diameter. Shared by the smooth, PTR and inverse-sensitivity releases of the minimum pairwise distance.
+
+    Total on every number of points, none included: an (0, p) array (or an empty 1-D one, p = 1)
+    keeps its p public coordinates and gives f = G, as one point does. The families then give
+    V_m = inf for every m (fewer than two points remain), so U_k = G for all k: the smooth bound is
+    G (a valid beta-smooth upper bound: LS <= GS <= G everywhere, and a neighbour with at most two
+    points also has U_0 = G), PTR's distance to instability is 0 for b < G, and the
+    inverse-sensitivity lower bound on the path length is that of a dataset where f = G.
     """
     adj = Adjacency.parse(adjacency)
     raw = np.asarray(points, dtype=np.float64)
-    pts = np.clip(raw.reshape(raw.shape[0], -1) if raw.ndim > 1 else raw.reshape(-1, 1), low, high)
+    # (n, d1, d2, ...) -> (n, d1 d2 ...): spelled with the public shape, so n = 0 reshapes too.
+    shape = (raw.shape[0], math.prod(raw.shape[1:])) if raw.ndim > 1 else (-1, 1)
+    pts = np.clip(raw.reshape(shape), low, high)
     n, dim = pts.shape
     top = closest_pair_range_top(adjacency=adj, dim=dim, low=low, high=high, n=n if adj is Adjacency.REPLACE else None)
     cap = _round_up(top)  # = closest_pair_global_sensitivity for the same box, adjacency and n

@@ -173,3 +173,24 @@ def test_ptr_triangle_count_edge_level_only() -> None:
         ptr_triangle_count(
             graph, privacy_unit="person", proposed_bound=20, epsilon_test=0.5, epsilon_release=0.5, delta=1e-6
         )
+
+
+@pytest.mark.parametrize("shape", [(0, 2), (0,), (1, 2), (1,)])
+def test_min_distance_releases_are_total_below_two_points(shape: tuple[int, ...]) -> None:
+    """No point or one point: each mechanism releases (or PTR refuses) at its stated loss, inside [0, top]."""
+    from dpsense.mechanisms.inverse_family import inverse_sensitivity_min_distance
+    from dpsense.sensitivity.closest_pair import closest_pair_range_top
+
+    points = np.full(shape, 0.5)
+    dim = shape[1] if len(shape) > 1 else 1
+    top = closest_pair_range_top(adjacency="add_remove", dim=dim, low=0, high=1)
+    smooth = smooth_min_distance(points, box=(0, 1), epsilon=1, adjacency="add_remove")
+    inverse = inverse_sensitivity_min_distance(points, box=(0, 1), epsilon=1, adjacency="add_remove")
+    assert smooth.loss == PureDP(1) and inverse.loss == PureDP(1)
+    assert 0 <= smooth.value <= top and 0 <= inverse.value <= top
+    kwargs = {"epsilon_test": 1, "epsilon_release": 1, "delta": 1e-9, "adjacency": "add_remove"}
+    # below two points one added point can collapse f from G to 0: b < G passes w.p. <= δ, b > G w.p. >= 1 - e^-20
+    refused = ptr_min_distance(points, box=(0, 1), proposed_bound=top / 2, **kwargs)
+    assert isinstance(refused, Refusal) and refused.loss == ApproxDP(2, 1e-9)
+    passed = ptr_min_distance(points, box=(0, 1), proposed_bound=2 * top, **kwargs)
+    assert not isinstance(passed, Refusal) and 0 <= passed.value <= top and passed.loss == ApproxDP(2, 1e-9)

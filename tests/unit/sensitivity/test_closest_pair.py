@@ -25,6 +25,7 @@ from dpsense.sensitivity.closest_pair import (
     closest_pair_distance_to_instability,
     closest_pair_family,
     closest_pair_global_sensitivity,
+    closest_pair_inputs,
     closest_pair_local_sensitivity,
     closest_pair_smooth_bound,
     min_pairwise_distance,
@@ -543,3 +544,40 @@ def test_piled_up_points_never_give_a_zero_noise_scale() -> None:
     P = np.vstack([np.zeros((2000, 2)), rng.random((3000, 2))])
     G2 = closest_pair_global_sensitivity(adjacency="replace", dim=2, low=0, high=1, n=P.shape[0])
     assert closest_pair_smooth_bound(P, beta=0.5, G=G2, variant="W") == G2 * 2.0**-900
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 1), (0, 2), (0, 3), (1,), (1, 2)])
+def test_closest_pair_inputs_are_total_below_two_points(shape: tuple[int, ...]) -> None:
+    """No point or one point: the public p stays, f := G, and every family value is G (add/remove)."""
+    dim = shape[1] if len(shape) > 1 else 1
+    points = np.full(shape, 0.25)
+    pts, value, cap, top = closest_pair_inputs(points, low=0, high=1, adjacency="add_remove")
+    assert pts.shape == (shape[0], dim)
+    assert cap == closest_pair_global_sensitivity(adjacency="add_remove", dim=dim, low=0, high=1)
+    assert value == cap and top <= cap
+    for variant in ("auto", "W"):
+        family = closest_pair_family(pts, G=cap, variant=variant)
+        assert [family.upper(k) for k in range(5)] == [cap] * 5
+        assert closest_pair_smooth_bound(pts, beta=0.3, G=cap, variant=variant) == cap
+        assert closest_pair_distance_to_instability(pts, proposed_bound=cap / 2, G=cap, cap=10, variant=variant) == 0
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_smooth_bound_of_no_point_is_smooth_and_an_upper_bound(dim: int) -> None:
+    """S(empty) >= LS(empty) and S(empty) <= e^beta S(x') for the neighbours x' (one point), one step on."""
+    beta = 0.4
+    rng = np.random.default_rng(7 + dim)
+    empty = np.zeros((0, dim))
+    _, f_empty, cap, _ = closest_pair_inputs(empty, low=0, high=1, adjacency="add_remove")
+    s_empty = closest_pair_smooth_bound(empty, beta=beta, G=cap)
+    for _ in range(20):
+        one = rng.random((1, dim))
+        two = np.vstack([one, rng.random((1, dim))])
+        _, f_one, _, _ = closest_pair_inputs(one, low=0, high=1, adjacency="add_remove")
+        _, f_two, _, _ = closest_pair_inputs(two, low=0, high=1, adjacency="add_remove")
+        s_one = closest_pair_smooth_bound(one, beta=beta, G=cap)
+        s_two = closest_pair_smooth_bound(two, beta=beta, G=cap)
+        assert s_empty >= abs(f_empty - f_one)  # LS at the empty set: its neighbours have one point
+        assert s_one >= max(abs(f_one - f_empty), abs(f_one - f_two))
+        assert s_empty <= math.exp(beta) * s_one and s_one <= math.exp(beta) * s_empty
+        assert s_one <= math.exp(beta) * s_two and s_two <= math.exp(beta) * s_one
