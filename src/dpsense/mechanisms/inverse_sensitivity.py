@@ -40,6 +40,11 @@ n is the private number of records. It stays epsilon-DP: adding one record moves
 each; both terms of ``len(y) = max(0, #{x < y} - r + 1, r - #{x <= y})`` then move by at most 1, and so
 does their maximum with 0. Under replace, n and hence r are fixed, which is the case above.
 
+**No records.** For n = 0 and r = 1 the formula gives ``len(y) = max(0, 0, 1) = 1`` for every y, the
+path length under add/remove (one record must be added at y), so the output is a uniform public
+cell (one run holding all K cells): the mechanism's definition with the same epsilon, since the path
+length stays 1-Lipschitz for a fixed r when one record is added. ``rank`` may be 1 when n = 0.
+
 **Comparison.** For order statistics this differs from the EM quantile (utility ``-|#below - q n|``)
 only in how ties are scored: a value held by many records has length 0 here, while the EM quantile
 scores every cell by the count strictly below it, so with heavy ties it spreads its output over the
@@ -63,7 +68,8 @@ from numpy.typing import ArrayLike, NDArray
 from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
-from dpsense.mechanisms._validate import as_record_values, check_bounds_pair, check_resolution
+from dpsense.mechanisms._validate import check_bounds_pair, check_resolution
+from dpsense.mechanisms.quantile import record_values
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact
 from dpsense.noise.categorical import CategoricalSampler
@@ -79,9 +85,10 @@ REPORTED_CONFIDENCE = 0.95
 
 
 def _check_rank(rank: int, n: int) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= int(rank) <= n:
+    """A rank in [1, max(n, 1)]: rank 1 on no records is the path length 1 everywhere (module docstring)."""
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= int(rank) <= max(n, 1):
         raise UsageError(
-            "rank must be an integer in [1, n] (n is public under replace adjacency)",
+            "rank must be an integer in [1, n] (or 1 when there is no record; n is public under replace adjacency)",
             (rank, n),
             "pass rank=(n + 1) // 2 for the (lower) median",
         )
@@ -94,7 +101,7 @@ def order_statistic_path_lengths(values: ArrayLike, *, rank: int, candidates: Ar
     The exact inverse-sensitivity path length of the rank-r order statistic under replace adjacency
     (module docstring). Data-dependent: for analysis and tests, never for release.
     """
-    data = np.sort(as_record_values(values))
+    data = np.sort(record_values(values))
     r = _check_rank(rank, data.size)
     points = np.asarray(candidates, dtype=np.float64).ravel()
     below = np.searchsorted(data, points, side="left")
@@ -103,7 +110,7 @@ def order_statistic_path_lengths(values: ArrayLike, *, rank: int, candidates: Ar
 
 
 def _to_sorted_cells(values: ArrayLike, low: float, high: float, resolution: int) -> I64:
-    clipped = np.clip(as_record_values(values), low, high)
+    clipped = np.clip(record_values(values), low, high)
     if high == low:
         return np.zeros(clipped.size, dtype=np.int64)
     position = (clipped * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5)  # halving keeps U - L finite
@@ -163,8 +170,8 @@ def inverse_sensitivity_order_statistic(
     the exact path length and its proof.
 
     Args:
-        values: the records (1-D, non-empty, no NaN; clipped to the bounds). n = len(values) is public.
-        rank: the public rank r in [1, n] (1 is the minimum, n the maximum).
+        values: the records (1-D, no NaN; clipped to the bounds). n = len(values) is public under replace.
+        rank: the public rank r in [1, n] (1 is the minimum, n the maximum); 1 when n = 0 (a uniform cell).
         bounds: public (L, U), finite, L <= U.
         epsilon: privacy loss > 0.
         resolution: number K of equal public output cells (1 <= K <= 2^52).
@@ -174,8 +181,8 @@ def inverse_sensitivity_order_statistic(
         ``accuracy = None``, and the public rank bound in ``details``.
 
     Raises:
-        InvalidData: empty input, NaN. InvalidBounds: bad bounds. UsageError: rank not in [1, n], bad
-        resolution. InvalidPrivacyParameter: epsilon not > 0.
+        InvalidData: NaN, not 1-D. InvalidBounds: bad bounds. UsageError: rank not in [1, max(n, 1)],
+        bad resolution. InvalidPrivacyParameter: epsilon not > 0.
 
     """
     eps = check_epsilon(epsilon)

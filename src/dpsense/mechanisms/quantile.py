@@ -33,9 +33,26 @@ for the cell).
 reported in ``details`` as ``rank_excess_bound``. ``accuracy`` is None: the error is in rank units,
 and translating it into value units needs the data's density near the quantile.
 
+**No records.** With n = 0 there is one run (all K cells, r(c) = 0 = q n), so every utility is 0
+and the output is a uniform public cell: the definition above, not a special case, and the same
+epsilon (a neighbour has one record, and |Delta u| <= 1 still holds).
+
+**Exact exponents for every q and n.** With q = num/den, ``|i - q n| = E_i / den`` for the integer
+``E_i = |i den - num n|``. The sampler needs int64 exponents with one rational rate, so the
+exponents are taken on a public grid of step 1/D: ``P_i = floor(E_i D / den)`` with rate
+epsilon/(2 D), and run i, proposed with weight ``len_i exp(-epsilon P_i / (2 D))``, is accepted with
+probability ``exp(-epsilon (E_i D - P_i den) / (2 den D))`` (exact Bernoulli, ``dpsense.noise.exact``);
+a rejected proposal is drawn again. Accepted runs have weight ``len_i exp(-epsilon E_i / (2 den))``
+exactly, whatever D. ``D = den`` when den <= 2^20 (then ``P_i = E_i`` and every proposal is accepted:
+the single exact draw), else ``D = 2^20`` (acceptance >= exp(-epsilon / 2^21)); D is halved only
+for n >= 2^41 records, to keep (n + 1) D <= 2^61. The output law is therefore the same for every D,
+the choice depends on q alone for every n an array can hold, and no q or n raises.
+
 **Time.** Sorting is O(n log n) (its duration varies mildly with the order of the data); the rest is
 vectorised O(n) and depends on the data only through n, except for the categorical sampler's rare
-exact fallback and the rejection loop of the uniform cell draw (expected fewer than 2 rounds).
+exact fallback, the rejection loop of the uniform cell draw (expected fewer than 2 rounds) and, when
+q's denominator exceeds 2^20 (a public fact), the exact acceptance step (one Bernoulli per proposal,
+a redraw with probability below epsilon / 2^21).
 """
 
 from __future__ import annotations
@@ -64,7 +81,10 @@ I64 = NDArray[np.int64]
 DEFAULT_RESOLUTION = 1 << 32
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
-_EXPONENT_LIMIT = 1 << 62
+#: Largest grid denominator D of the exponents (module docstring, "Exact exponents").
+_GRID = 1 << 20
+#: Exponents stay below (n + 1) D <= 2^61 (int64 prefix sums and shifts in the sampler).
+_EXPONENT_LIMIT = 1 << 61
 
 
 @dataclass(frozen=True)
@@ -84,8 +104,16 @@ def _check_q(q: NumberLike) -> Fraction:
     return value
 
 
+def record_values(values: ArrayLike) -> NDArray[np.float64]:
+    """One value per record as a 1-D float64 array without NaN; no records (shape (0,)) is allowed."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape == (0,):
+        return array
+    return as_record_values(array)
+
+
 def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _Cells:
-    array = as_record_values(values)
+    array = record_values(values)
     clipped = np.clip(array, low, high)
     if high == low:
         cells = np.zeros(array.size, dtype=np.int64)
@@ -97,27 +125,79 @@ def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _C
     return _Cells(low, high, resolution, cells)
 
 
-def _rank_weights(cells: _Cells, q: Fraction, epsilon: Fraction) -> tuple[F64, I64, I64, Fraction]:
-    """Run starts, run lengths (base measure), exponents |i den - num n| and the rate epsilon/(2 den)."""
+@dataclass(frozen=True)
+class _RankTable:
+    """The runs' base measures, first cells and grid exponents, and the exact acceptance step.
+
+    Run i (``i`` records below its cells) is proposed with weight ``lengths[i] exp(-rate exponents[i])``
+    and accepted with probability ``exp(-accept_below)`` when ``i < split`` and ``exp(-accept_above)``
+    otherwise (both exact Fractions, 0 when D is a multiple of den).
+    """
+
+    lengths: F64
+    starts: I64
+    exponents: I64
+    rate: Fraction
+    split: int
+    accept_below: Fraction
+    accept_above: Fraction
+
+
+def _grid(n: int, den: int) -> int:
+    """The exponent grid D: den up to 2^20, else 2^20; halved while (n + 1) D > 2^61 (n >= 2^41 only)."""
+    grid = den if den <= _GRID else _GRID
+    while grid > 1 and (n + 1) * grid > _EXPONENT_LIMIT:
+        grid = max(1, grid // 2)
+    return grid
+
+
+def _rank_weights(cells: _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
+    """The exact rank table of the module docstring ("Exact exponents"), in Python ints where they are large."""
     n = cells.sorted_cells.size
     num, den = q.numerator, q.denominator
-    if (n + 1) * den + num * n >= _EXPONENT_LIMIT:
-        raise UsageError(
-            "q's denominator is too large for exact integer exponents",
-            str(q),
-            "pass q as a short decimal such as 0.25, or a Fraction with a small denominator",
-        )
+    grid = _grid(n, den)
+    target = num * n  # q n = target / den
+    split = -((-target) // den)  # ceil(q n): runs i < split lie below q n
+    low = (target * grid) // den  # floor(q n D)
+    high = -((-target * grid) // den)  # ceil(q n D)
     padded = np.concatenate(([-1], cells.sorted_cells, [cells.resolution - 1])).astype(np.int64)
     lengths = np.diff(padded)
-    exponents = np.abs(np.arange(n + 1, dtype=np.int64) * den - num * n)
-    return lengths.astype(np.float64), padded[:-1] + 1, exponents, epsilon / (2 * den)
+    i = np.arange(n + 1, dtype=np.int64)
+    # P_i = floor(|i den - num n| D / den) = low - i D below q n and i D - high above (|.| <= (n + 1) D).
+    exponents = np.where(i < split, low - i * grid, i * grid - high).astype(np.int64)
+    scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E_i D - P_i den
+    return _RankTable(
+        lengths=lengths.astype(np.float64),
+        starts=padded[:-1] + 1,
+        exponents=exponents,
+        rate=epsilon / (2 * grid),
+        split=split,
+        accept_below=scale * (target * grid - low * den),
+        accept_above=scale * (high * den - target * grid),
+    )
+
+
+def _accepted(table: _RankTable, runs: I64) -> NDArray[np.bool_]:
+    """The exact acceptance step of each proposed run (all True when both exponents are 0)."""
+    accept = np.ones(runs.size, dtype=np.bool_)
+    for lane, run in enumerate(runs.tolist()):
+        x = table.accept_below if run < table.split else table.accept_above
+        if x:
+            accept[lane] = exact.python_bernoulli_exp(x.numerator, x.denominator)
+    return accept
 
 
 def _draw_cells(cells: _Cells, q: Fraction, epsilon: Fraction, size: int) -> I64:
     """``size`` independent exact draws of the output cell (the mechanism's randomness)."""
-    lengths, starts, exponents, rate = _rank_weights(cells, q, epsilon)
-    runs = CategoricalSampler.build(lengths, exponents, rate).draw(size)
-    return starts[runs] + exact.uniform_below(lengths[runs].astype(np.int64))
+    table = _rank_weights(cells, q, epsilon)
+    sampler = CategoricalSampler.build(table.lengths, table.exponents, table.rate)
+    runs = sampler.draw(size)
+    if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
+        pending = np.flatnonzero(~_accepted(table, runs))
+        while pending.size:
+            runs[pending] = sampler.draw(pending.size)
+            pending = pending[~_accepted(table, runs[pending])]
+    return table.starts[runs] + exact.uniform_below(table.lengths[runs].astype(np.int64))
 
 
 def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:
@@ -168,7 +248,7 @@ def em_quantile(
     cells of [L, U]; see the module docstring for the proof and the rank-accuracy statement.
 
     Args:
-        values: the records (1-D, non-empty, no NaN; infinities are clipped).
+        values: the records (1-D, no NaN; infinities are clipped). No records gives a uniform public cell.
         q: the quantile in [0, 1] (``0.5`` is the median; converted exactly, 0.1 means 1/10).
         bounds: public clipping bounds (L, U), L <= U, finite.
         epsilon: privacy loss > 0.
@@ -179,8 +259,9 @@ def em_quantile(
         ``accuracy = None`` and the public rank bound in ``details``.
 
     Raises:
-        InvalidData: empty input, NaN. InvalidBounds: L > U or non-finite bounds.
+        InvalidData: NaN, not 1-D. InvalidBounds: L > U or non-finite bounds.
         UsageError: q outside [0, 1], bad resolution. InvalidPrivacyParameter: epsilon not > 0.
+        None of these depends on the values beyond their shape and NaN (every q and n is exact).
 
     """
     eps = check_epsilon(epsilon)

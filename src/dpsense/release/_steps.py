@@ -73,13 +73,20 @@ def additive_noise(step: PlanStep, values: NDArray[Any], *, confidence: float = 
 def order_release(
     step: PlanStep, x: NDArray[np.float64], q: Fraction, bounds: tuple[float, float], eps: Fraction, adj: Adjacency
 ) -> float:
-    if x.size == 0:
-        return uniform_cell(bounds)
+    """The order statistic's mechanism on the values x of one group (total: no record is a uniform cell).
+
+    The EM quantile and inverse sensitivity define their output on no records themselves (a uniform
+    public cell of the default resolution, the same law as ``uniform_cell``); the smooth quantile
+    needs n >= 1, and on an empty group under replace every neighbour is empty too, so its fixed
+    uniform cell is private.
+    """
     if step.mechanism == "em_quantile":
         result = mech.em_quantile(x, q=q, bounds=bounds, epsilon=eps)
     elif step.mechanism.startswith("inverse_sensitivity"):
         rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz
         result = mech.inverse_sensitivity_order_statistic(x, rank=rank, bounds=bounds, epsilon=eps)
+    elif x.size == 0:
+        return uniform_cell(bounds)
     else:  # smooth_median / smooth_quantile, replace adjacency: n = len(x) is public
         result = mech.smooth_quantile(x, q=float(q), bounds=bounds, epsilon=eps, adjacency=adj)
     check_result_loss(result, PureDP(eps), step)
@@ -87,7 +94,7 @@ def order_release(
 
 
 def uniform_cell(bounds: tuple[float, float]) -> float:
-    """The midpoint of a uniform public cell of [L, U] (the order-statistic mechanisms on no records)."""
+    """The midpoint of a uniform public cell of [L, U]: the law of ``em_quantile`` on no records (smooth steps)."""
     low, high = bounds
     cell = int(exact.uniform_below(np.array([DEFAULT_RESOLUTION], dtype=np.int64))[0])
     fraction = (cell + 0.5) / DEFAULT_RESOLUTION

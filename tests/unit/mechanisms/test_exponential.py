@@ -12,6 +12,7 @@ from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import em_weights, exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
 from dpsense.noise.testing import deterministic_entropy
+from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
 
 # ---------------------------------------------------------------- exponential mechanism
 
@@ -98,7 +99,6 @@ def test_report_noisy_max_is_the_em_sampled_exactly() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
-        ({"values": [], "q": 0.5, "bounds": (0, 1), "epsilon": 1}, InvalidData),
         ({"values": [[1.0, 2.0]], "q": 0.5, "bounds": (0, 1), "epsilon": 1}, InvalidData),
         ({"values": [0.1, float("nan")], "q": 0.5, "bounds": (0, 1), "epsilon": 1}, InvalidData),
         ({"values": [0.1], "q": 0.5, "bounds": (1, 0), "epsilon": 1}, InvalidBounds),
@@ -109,7 +109,6 @@ def test_report_noisy_max_is_the_em_sampled_exactly() -> None:
         ({"values": [0.1], "q": 0.5, "bounds": (0, 1), "epsilon": 0}, InvalidPrivacyParameter),
         ({"values": [0.1], "q": 0.5, "bounds": (0, 1), "epsilon": 1, "resolution": 0}, UsageError),
         ({"values": [0.1], "q": 0.5, "bounds": (0, 1), "epsilon": 1, "resolution": 2**53}, UsageError),
-        ({"values": [0.1], "q": Fraction(1, 2**62), "bounds": (0, 1), "epsilon": 1}, UsageError),
     ],
 )
 def test_quantile_refuses_bad_input(kwargs: dict[str, object], error: type[Exception]) -> None:
@@ -171,3 +170,84 @@ def test_quantiles_split_epsilon_and_keep_order() -> None:
     assert result.value.shape == (3,)
     assert result.value[1] < result.value[2] < result.value[0]
     assert "basic composition" in result.guarantee
+
+
+# -- total on every input: no records, and every exact q with every n ------------------------------
+
+
+def em_cell_pmf(values: np.ndarray, q: Fraction, epsilon: Fraction, resolution: int) -> np.ndarray:
+    """The EM quantile's law by its definition: cell c has weight exp(-epsilon |r(c) - q n| / 2)."""
+    cells = quantile._to_cells(values, 0.0, 1.0, resolution).sorted_cells
+    below = np.searchsorted(cells, np.arange(resolution), side="left")  # r(c) = records in cells < c
+    gaps = [abs(Fraction(int(r)) - q * cells.size) for r in below]
+    weights = np.array([math.exp(-float(epsilon * g / 2)) for g in gaps])
+    return weights / weights.sum()
+
+
+def em_law_pvalue(values: np.ndarray, q: Fraction, epsilon: Fraction, resolution: int, draws: int) -> float:
+    cells = quantile._to_cells(values, 0.0, 1.0, resolution)
+    sample = quantile._draw_cells(cells, q, epsilon, draws)
+    pmf = em_cell_pmf(values, q, epsilon, resolution)
+    return chi_square_pvalue(sample, lambda s: pmf[s], 0, resolution - 1)
+
+
+def test_no_records_release_a_uniform_public_cell_at_the_same_loss() -> None:
+    result = em_quantile([], q=0.5, bounds=(0, 1), epsilon=1, resolution=8)
+    assert result.loss == PureDP(1) and 0 <= result.value <= 1
+    assert (result.value * 8 - 0.5) == pytest.approx(round(result.value * 8 - 0.5))
+    several = em_quantiles(np.array([]), qs=[0.1, 0.9], bounds=(0, 1), epsilon=2, resolution=8)
+    assert several.loss == PureDP(2) and several.value.shape == (2,)
+
+
+@pytest.mark.statistical
+def test_no_records_law_is_uniform_over_the_cells() -> None:
+    empty = np.array([])
+    assert np.all(em_cell_pmf(empty, Fraction(1, 2), Fraction(1), 16) == 1 / 16)  # every utility equal
+    assert em_law_pvalue(empty, Fraction(1, 2), Fraction(1), 16, 100_000) > P_THRESHOLD
+
+
+def _threshold_q(n_star: int) -> Fraction:
+    """q = 1 / ceil(2^62 / (n* + 1)): the old int64 guard refused exactly the n >= n*."""
+    return Fraction(1, -(-(2**62) // (n_star + 1)))
+
+
+@pytest.mark.parametrize(
+    ("q", "sizes"),
+    [(Fraction(1, 4 * 10**18), (0, 1, 7)), (_threshold_q(10), (9, 10, 11))],
+)
+def test_long_denominators_are_exact_for_every_n(q: Fraction, sizes: tuple[int, ...]) -> None:
+    """q a long exact rational: no exception on either side of the old guard, at the same loss."""
+    for n in sizes:
+        values = np.linspace(0.05, 0.95, n)
+        result = em_quantile(values, q=q, bounds=(0, 1), epsilon=1, resolution=64)
+        assert result.loss == PureDP(1) and 0 <= result.value <= 1
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    ("q", "sizes"),
+    [(Fraction(1, 4 * 10**18), (0, 1, 7)), (_threshold_q(10), (9, 10)), (Fraction(1, 3) + Fraction(1, 10**9), (5,))],
+)
+def test_long_denominators_follow_the_em_law(q: Fraction, sizes: tuple[int, ...]) -> None:
+    for n in sizes:
+        values = np.linspace(0.05, 0.95, n)
+        assert em_law_pvalue(values, q, Fraction(2), 16, 60_000) > P_THRESHOLD
+
+
+@pytest.mark.statistical
+def test_grid_and_direct_exponents_give_the_same_law(monkeypatch: pytest.MonkeyPatch) -> None:
+    """q = 1/3 directly (D = den) and on a coarse grid D = 2 with the exact acceptance step: one law."""
+    values = np.array([0.05, 0.3, 0.3, 0.55, 0.8])  # q n = 5/3: the fractional part weighs at epsilon = 4
+    q, epsilon = Fraction(1, 3), Fraction(4)
+    assert em_law_pvalue(values, q, epsilon, 16, 100_000) > P_THRESHOLD
+    monkeypatch.setattr(quantile, "_GRID", 2)
+    cells = quantile._to_cells(values, 0.0, 1.0, 16)
+    table = quantile._rank_weights(cells, q, epsilon)
+    assert table.accept_below > 0 and table.accept_above > 0  # the acceptance step runs on this path
+    assert em_law_pvalue(values, q, epsilon, 16, 100_000) > P_THRESHOLD
+    # power: the grid exponents alone (no acceptance step) are a different law, and the test sees it
+    below = np.searchsorted(cells.sorted_cells, np.arange(16), side="left")
+    grid_only = np.exp(-float(table.rate) * table.exponents[below].astype(float))
+    pmf_wrong = grid_only / grid_only.sum()
+    sample = quantile._draw_cells(cells, q, epsilon, 100_000)
+    assert chi_square_pvalue(sample, lambda s: pmf_wrong[s], 0, 15) < P_THRESHOLD

@@ -130,7 +130,7 @@ def test_single_cell_and_degenerate_bounds() -> None:
         (lambda: inverse_sensitivity_order_statistic([1.0], rank=0, bounds=(0, 1), epsilon=1), UsageError),
         (lambda: inverse_sensitivity_order_statistic([1.0], rank=2, bounds=(0, 1), epsilon=1), UsageError),
         (lambda: inverse_sensitivity_order_statistic([1.0], rank=True, bounds=(0, 1), epsilon=1), UsageError),
-        (lambda: inverse_sensitivity_median([], bounds=(0, 1), epsilon=1), InvalidData),
+        (lambda: inverse_sensitivity_median([[1.0, 2.0]], bounds=(0, 1), epsilon=1), InvalidData),
         (lambda: inverse_sensitivity_median([math.nan], bounds=(0, 1), epsilon=1), InvalidData),
         (lambda: inverse_sensitivity_median([1.0], bounds=(2, 1), epsilon=1), InvalidBounds),
         (lambda: inverse_sensitivity_median([1.0], bounds=(0, math.inf), epsilon=1), InvalidBounds),
@@ -164,3 +164,24 @@ def test_draws_follow_exp_minus_eps_len_over_two_and_reject_wrong_epsilon() -> N
     assert pvalue[1.0] > P_THRESHOLD
     assert pvalue[0.7] < P_THRESHOLD
     assert pvalue[1.3] < P_THRESHOLD
+
+
+def test_no_records_release_a_uniform_public_cell_at_the_same_loss() -> None:
+    """n = 0, r = 1: the path length is 1 for every candidate (one record must be added there)."""
+    lengths = order_statistic_path_lengths([], rank=1, candidates=np.linspace(0, 1, 9))
+    assert np.all(lengths == 1)
+    result = inverse_sensitivity_order_statistic([], rank=1, bounds=(0, 1), epsilon=1, resolution=8)
+    assert result.loss == PureDP(1) and 0 <= result.value <= 1
+    assert (result.value * 8 - 0.5) == pytest.approx(round(result.value * 8 - 0.5))
+    assert inverse_sensitivity_median(np.array([]), bounds=(0, 1), epsilon=1).loss == PureDP(1)
+    with pytest.raises(UsageError):
+        inverse_sensitivity_order_statistic([], rank=2, bounds=(0, 1), epsilon=1)
+
+
+@pytest.mark.statistical
+def test_no_records_law_is_uniform_over_the_cells() -> None:
+    empty = np.array([], dtype=np.int64)
+    pmf = exact_pmf(empty, 1, 1.0, 16)
+    assert np.all(pmf == 1 / 16)
+    draws = inv._draw_cells(empty, 1, Fraction(1), 16, 100_000)
+    assert chi_square_pvalue(draws, lambda s: pmf[s], 0, 15) > P_THRESHOLD
