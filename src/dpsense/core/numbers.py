@@ -14,7 +14,7 @@ from decimal import ROUND_CEILING, Context, Decimal
 from fractions import Fraction
 from numbers import Rational
 
-from dpsense.core.errors import InvalidPrivacyParameter
+from dpsense.core.errors import InvalidBounds, InvalidPrivacyParameter
 
 #: Anything a user may pass where dpsense expects an exact number.
 NumberLike = int | float | str | Fraction | Decimal
@@ -74,6 +74,43 @@ def ceil_fraction_float(value: float, digits: int = 15) -> Fraction:
         raise ValueError("ceil_fraction_float needs a finite value")
     margin = abs(value) * 1e-12 + 1e-300
     return Fraction(Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(value + margin)))
+
+
+def inward_interval(low: Fraction, high: Fraction) -> tuple[float, float]:
+    """The doubles closest to the exact interval [low, high] from the inside.
+
+    ``lo`` is the smallest double >= ``low`` and ``hi`` the largest double <= ``high``, so a value
+    clipped to [lo, hi] lies in the declared [low, high] on which a sensitivity is computed
+    (``float(Fraction(1, 10))`` is above 1/10: a clip rounded to nearest could leave the interval).
+    For a double x, ``low <= x <= high`` holds exactly when ``lo <= x <= hi``.
+
+    Raises:
+        InvalidBounds: if low > high, or no finite double lies in [low, high].
+
+    """
+    if low > high:
+        raise InvalidBounds("clipping bounds must satisfy low <= high", (low, high), "swap the bounds")
+    lo, hi = _double_at_or_above(low), -_double_at_or_above(-high)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise InvalidBounds(
+            "no finite double lies inside the bounds",
+            (str(low), str(high)),
+            "widen the bounds or use bounds that are doubles",
+        )
+    return lo, hi
+
+
+def _double_at_or_above(value: Fraction) -> float:
+    """The smallest double >= ``value`` (-max for a value below the double range, inf above it)."""
+    try:
+        nearest = float(value)
+    except OverflowError:
+        nearest = math.inf if value > 0 else -math.inf
+    if nearest == -math.inf:
+        return math.nextafter(-math.inf, 0.0)  # the most negative double
+    if math.isfinite(nearest) and Fraction(nearest) < value:
+        return math.nextafter(nearest, math.inf)
+    return nearest
 
 
 def dec_sqrt(value: Decimal) -> Decimal:

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpsense.core.errors import InvalidBounds, InvalidData, UsageError
-from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.numbers import NumberLike, inward_interval, to_fraction
 from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms.exponential import exponential_mechanism
 from dpsense.mechanisms.laplace import laplace
@@ -69,6 +69,8 @@ def clipped_mean(
     low, high = float(bounds[0]), float(bounds[1])
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise InvalidBounds("bounds must be finite with L < U", bounds, "declare the public domain, e.g. (0, 1e6)")
+    # the doubles inside the declared [L, U] (never rounded outwards): every clipped value lies in [L, U]
+    low, high = inward_interval(to_fraction(bounds[0], name="bounds"), to_fraction(bounds[1], name="bounds"))
     data = np.asarray(values, dtype=np.float64).ravel()
     if data.size == 0:
         raise InvalidData("the mean needs n >= 1 (n is public under replace adjacency)", 0, "pass the records")
@@ -83,7 +85,7 @@ def clipped_mean(
     top = float(exponential_mechanism(utilities, epsilon=eps_bound, sensitivity=1, candidates=candidates).value)
     total = exact_clipped_sum(data, Bounds(low, top)).value
     n = data.size
-    mean = laplace(float(total) / n, sensitivity=Fraction(top - low) / n, epsilon=eps_mean)
+    mean = laplace(float(total) / n, sensitivity=(Fraction(top) - Fraction(low)) / n, epsilon=eps_mean)
     value = min(max(float(mean.value), low), top)
     return MechanismResult(
         value=value,

@@ -32,6 +32,7 @@ import numpy as np
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
+from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
@@ -254,8 +255,9 @@ class _Runner(DataDependentSteps):
         if kind in (AggregateKind.COUNT, AggregateKind.HISTOGRAM):
             return self._rows(steps[0]), [count_rows(f"{agg.name}|n")]
         if kind is AggregateKind.CLIPPED_COUNT:
-            lo, hi = agg.bounds[0]
-            outside = count_outside(agg.columns[0], low=float(lo), high=float(hi), name=f"{agg.name}|n")
+            # a double lies in the declared bounds exactly when it lies in their inward double interval
+            lo, hi = inward_interval(*agg.bounds[0])
+            outside = count_outside(agg.columns[0], low=lo, high=hi, name=f"{agg.name}|n")
             return self._rows(steps[0]), [outside]
         if kind in (AggregateKind.SUM, AggregateKind.MEAN, AggregateKind.VARIANCE):
             low, high = agg.bounds[0]
@@ -266,7 +268,8 @@ class _Runner(DataDependentSteps):
             # the denominator counts the rows whose value is present, as the clipped sum does
             specs: list[Any] = [spec, count_present(column, f"{agg.name}|n")]
             if kind is AggregateKind.VARIANCE:
-                specs.append(centered_squares(column, low=float(low), high=float(high), name=f"{agg.name}|q"))
+                inside = inward_interval(low, high)  # the clip stays inside the bounds of the sensitivity
+                specs.append(centered_squares(column, low=inside[0], high=inside[1], name=f"{agg.name}|q"))
             return self._rows(steps[0]), specs
         return None
 

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
+from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import ClippedSum, clipped_sum
 from dpsense.mechanisms import MechanismResult
@@ -133,8 +134,10 @@ def bounded_sum(column: str, low: Fraction, high: Fraction, name: str | None = N
 
     The one spelling used by the executor's sum, mean and variance steps and by registration, which
     offers the declared bounds' sums to the unit index: equal specs let an engine read stored units.
+    The clip is the inward double interval of [low, high] (``inward_interval``), never the nearest.
     """
-    return clipped_sum(column, low=float(low), high=float(high), grid_exponent=grid_exponent_for(low, high), name=name)
+    lo, hi = inward_interval(low, high)  # clipped values stay inside the [low, high] of the sensitivity
+    return clipped_sum(column, low=lo, high=hi, grid_exponent=grid_exponent_for(low, high), name=name)
 
 
 def error_bounds(result: MechanismResult, size: int) -> list[float | None]:

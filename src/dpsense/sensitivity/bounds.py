@@ -9,7 +9,6 @@ Numbers are exact: ``Bounds(0, 0.1)`` means the decimal one tenth, kept as ``Fra
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -19,7 +18,7 @@ import numpy as np
 
 from dpsense.core.adjacency import PrivacyUnit
 from dpsense.core.errors import InvalidBounds, InvalidPrivacyParameter, UsageError
-from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.numbers import NumberLike, inward_interval, to_fraction
 
 
 def exact_number(value: object, *, name: str, error: type[UsageError]) -> Fraction:
@@ -107,22 +106,13 @@ class Bounds:
 
         ``float(Fraction(1, 10))`` is slightly above 1/10, so clipping at it would let a value exceed
         the exact bound on which the sensitivity is computed; rounding inwards keeps every clipped
-        double inside the exact interval.
+        double inside the exact interval (``dpsense.core.numbers.inward_interval``).
 
         Raises:
             InvalidBounds: when no double lies in [L, U] (possible only for L = U not a double).
 
         """
-        lo, hi = float(self.lower), float(self.upper)
-        if Fraction(lo) < self.lower:
-            lo = math.nextafter(lo, math.inf)
-        if Fraction(hi) > self.upper:
-            hi = math.nextafter(hi, -math.inf)
-        if lo > hi:
-            raise InvalidBounds(
-                "no double lies inside the bounds", str(self), "widen the bounds or use bounds that are doubles"
-            )
-        return lo, hi
+        return inward_interval(self.lower, self.upper)
 
     def __str__(self) -> str:
         return f"[{self.lower}, {self.upper}]"

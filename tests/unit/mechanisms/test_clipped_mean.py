@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import importlib
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -39,3 +42,27 @@ def test_bad_parameters(kwargs: dict, error: type) -> None:
 def test_empty_refused() -> None:
     with pytest.raises(InvalidData):
         clipped_mean([], bounds=(0, 1), epsilon=1)
+
+
+def test_the_clip_and_the_released_value_stay_inside_the_declared_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 13: bounds=(0.7, 1.1) declare [7/10, 11/10]; float(7/10) = 0.7 lies below 7/10, so the old
+    # nearest-rounded clip let the clamped release (and the candidate clips) start outside [L, U]
+    from dpsense.noise.testing import deterministic_entropy
+
+    module = importlib.import_module("dpsense.mechanisms.clipped_mean")  # the package attribute is the function
+
+    low, high = Fraction(7, 10), Fraction(11, 10)
+    assert Fraction(0.7) < low
+    seen: list[tuple[Fraction, Fraction]] = []
+    original = module.exact_clipped_sum
+
+    def recording(values, bounds):  # type: ignore[no-untyped-def]
+        seen.append(tuple(Fraction(b) for b in bounds.float_interval()))  # type: ignore[arg-type]
+        return original(values, bounds)
+
+    monkeypatch.setattr(module, "exact_clipped_sum", recording)
+    data = np.full(50, 0.7)
+    with deterministic_entropy(20261202):
+        values = [clipped_mean(data, bounds=(0.7, 1.1), epsilon=1).value for _ in range(40)]
+    assert all(low <= Fraction(v) <= high for v in values)
+    assert all(low <= lo <= hi <= high for lo, hi in seen)
