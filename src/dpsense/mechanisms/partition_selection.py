@@ -11,14 +11,31 @@ c + Z >= τ, with the integer threshold
 
     τ = 1 + m,   m = ceil( ln(k / (δ (1 + a))) / (ε / Δ) ),   a = exp(-ε / Δ).
 
-Proof sketch. Neighbours x, x' (x' with the unit u, or u replaced). (1) On the keys present in both,
-the noisy counts are the geometric mechanism on a vector of L1 sensitivity Δ: ε-DP, and the released
-set is a function of them (post-processing). (2) A key present only in x' exists because of u alone,
-so its count is exactly 1 there; it is released with probability P[Z >= m] = a^m / (1 + a) (for the
-two-sided geometric law p(z) = (1 - a)/(1 + a) a^|z|). u creates at most k such keys, so the chance of
-releasing any of them is at most k a^m / (1 + a) <= δ by the choice of m. Keys present only in x are
-symmetric. Together: P[M(x) ∈ S] <= e^ε P[M(x') ∈ S] + δ for every set S of outputs. The threshold
-uses only public values (k, ε, δ), and the noisy counts themselves are never returned.
+Proof (both directions, every ε and δ in (0, 1]). Neighbours x, x' (x' with the unit u added, or u
+replaced by v). Split the candidate keys into C (present in both), A (present only in x: they exist
+because of u alone, so their count there is exactly 1) and B (present only in x': count 1, from the
+added or replacing unit); |A|, |B| <= k, and under add/remove one of them is empty. Every key's
+noise is independent. Write M(x) = (M_C(x), M_A(x)) and M(x') = (M_C(x'), M_B(x')).
+
+(1) On C the unit counts form a vector of L1 sensitivity Δ, so the released subset of C is
+ε-DP (geometric mechanism, then post-processing): P[M_C(x) ∈ T] <= e^ε P[M_C(x') ∈ T] for every
+set T of outputs, and the same with x and x' swapped.
+(2) A key of count 1 is released with probability p = P[Z >= m] = a^m / (1 + a) (for the two-sided
+geometric law p(z) = (1 - a)/(1 + a) a^|z|), so δ_A := P[some A key released] = 1 - (1 - p)^|A|
+<= k p <= δ by the choice of m, and likewise δ_B <= δ.
+(3) Fix a set S of outputs and let P_c = P[M_C(x') ∈ S]. When no A key is released M(x) = M_C(x),
+and when no B key is released M(x') = M_C(x'); by independence and (1),
+
+    P[M(x) ∈ S] <= (1 - δ_A) min(1, e^ε P_c) + δ_A,      P[M(x') ∈ S] >= (1 - δ_B) P_c.
+
+If e^ε P_c <= 1, P[M(x) ∈ S] - e^ε P[M(x') ∈ S] <= δ_A + e^ε P_c (δ_B - δ_A) <= max(δ_A, δ_B);
+otherwise it is at most 1 - (1 - δ_B) = δ_B. Hence P[M(x) ∈ S] <= e^ε P[M(x') ∈ S] + δ, and the
+same argument with x and x' swapped gives the other direction. In particular the direction in
+which x' gains keys (B non-empty: the output of x' may hold keys that x never shows) costs only
+δ_B, with no condition tying δ to ε (such as δ <= k (1 - e^(-ε/Δ))). The threshold uses only
+public values (k, ε, δ), and the noisy counts themselves are never returned. The unit tests check
+both directions exactly (the hockey-stick divergence over every output set) on small key sets,
+also where δ > k (1 - e^(-ε/Δ)).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -96,3 +97,59 @@ def test_empirical_privacy_of_the_selection_at_the_threshold_with_a_control() ->
     assert bound > 0.9  # the pair is tight: the audit sees almost all of ε
     leaky = epsilon_lower_bound(kept(tau - 1, 0.7), kept(tau, 0.7), alpha=1e-9).epsilon_lower_bound
     assert leaky > float(eps)
+
+
+def _release_law(counts: list[int], tau: int, scale: float) -> dict[frozenset[int], float]:
+    """The exact law of the released key set (each key independently; count 0 = absent, never released)."""
+    probs = [0.0 if c == 0 else tail(tau, c, scale) for c in counts]
+    law: dict[frozenset[int], float] = {}
+    for kept in itertools.product((False, True), repeat=len(counts)):
+        mass = math.prod(p if keep else 1 - p for p, keep in zip(probs, kept, strict=True))
+        law[frozenset(i for i, keep in enumerate(kept) if keep)] = mass
+    return law
+
+
+def _hockey_stick(p: dict[frozenset[int], float], q: dict[frozenset[int], float], eps: float) -> float:
+    """max over output sets S of P(S) - e^eps Q(S): the smallest δ for this ordered pair."""
+    return sum(max(0.0, p[o] - math.exp(eps) * q[o]) for o in p)
+
+
+def _neighbour_pairs(k: int, replace: bool, base: list[int]) -> list[tuple[list[int], list[int]]]:
+    """(x, x') unit counts on the touched keys: u's <= k keys lose one (1 -> 0: gone), v's gain one (0 -> 1: new)."""
+    pairs = []
+    levels = [0, *base]
+    for gain in itertools.product(levels, repeat=k):  # the added (or replacing) unit's k keys, before it joins
+        if not replace:
+            pairs.append((list(gain), [c + 1 for c in gain]))
+            continue
+        for lose in itertools.product([c for c in levels if c > 0], repeat=k):  # the replaced unit's keys
+            pairs.append(([*lose, *gain], [*(c - 1 for c in lose), *(c + 1 for c in gain)]))
+    return pairs
+
+
+@pytest.mark.parametrize(
+    ("k", "eps", "delta", "replace"),
+    [
+        (1, Fraction(1, 10), Fraction(3, 10), False),  # δ > k (1 - e^(-ε/Δ)) = 0.095
+        (2, Fraction(1, 5), Fraction(1, 2), False),  # 2 (1 - e^(-1/10)) = 0.19 < δ
+        (1, Fraction(1, 2), Fraction(1, 2), True),  # Δ = 2: 1 - e^(-1/4) = 0.22 < δ
+        (2, Fraction(1), Fraction(1, 10**3), True),
+        (1, Fraction(2), Fraction(1, 10**6), False),
+    ],
+)
+def test_both_directions_hold_exactly_also_when_x_prime_gains_keys(
+    k: int, eps: Fraction, delta: Fraction, replace: bool
+) -> None:
+    """The exact hockey-stick divergence of the released key sets is <= δ in both directions (module proof)."""
+    sens = 2 * k if replace else k
+    tau = partition_threshold(sensitivity=sens, max_partitions_per_unit=k, epsilon=eps, delta=delta)
+    scale = sens / float(eps)
+    worst = 0.0
+    for x, x_prime in _neighbour_pairs(k, replace, base=[1, tau - 1, tau, tau + 2]):
+        law_x, law_xp = _release_law(x, tau, scale), _release_law(x_prime, tau, scale)
+        worst = max(worst, _hockey_stick(law_x, law_xp, float(eps)), _hockey_stick(law_xp, law_x, float(eps)))
+    assert worst <= float(delta) * (1 + 1e-9)
+    # power: one threshold lower, a unit's single new key is released with probability > δ (k = 1)
+    if k == 1:
+        lower = _release_law([0], tau - 1, scale), _release_law([1], tau - 1, scale)
+        assert _hockey_stick(lower[1], lower[0], float(eps)) > float(delta)
