@@ -161,3 +161,22 @@ def test_quantile_accuracy_is_stated_in_ranks(steward: dp.Session) -> None:
     events = register(steward, planted())
     release = steward.release(events.query().agg(m=dp.median("age")), epsilon=1)
     assert "ranked" in release.explain() and "Dwork-Roth Thm 3.11" in release.explain()
+
+
+@pytest.mark.parametrize("mechanism", ["smooth_min_distance", "inverse_sensitivity_min_distance", "ptr_min_distance"])
+def test_min_distance_on_an_empty_view_is_released_not_a_failure(steward: dp.Session, mechanism: str) -> None:
+    """No point left after the filter (an (0, 2) array): an answer in [0, diameter], charged as planned."""
+    events = register(
+        steward,
+        planted(),
+        adjacency="add_remove",
+        kinds={"hours": "point", "age": "point"},
+        bounds={"hours": (0, 24), "age": (0, 24)},
+    )
+    extra = {"proposed_bound": 0.01} if mechanism.startswith("ptr") else {}
+    gap = dp.min_distance(["hours", "age"], mechanism=mechanism, **extra)
+    query = events.query().filter("region", "==", "nowhere").agg(g=gap)
+    release = steward.release(query, epsilon=1, delta=1e-9) if extra else steward.release(query, epsilon=1)
+    value = release.table["g"].iloc[0]
+    assert (pd.isna(value) and mechanism.startswith("ptr")) or 0 <= value <= 24 * 2**0.5
+    assert len(steward.ledger.charges("events")) == 1
