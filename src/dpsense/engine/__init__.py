@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dpsense.engine._checks import predicates as check_predicates
 from dpsense.engine._errors import CollectLimitExceeded, UnknownColumn, UnknownTable
 from dpsense.engine._protocol import Engine
 from dpsense.engine._types import (
@@ -82,6 +83,7 @@ __all__ = [
     "UnknownColumn",
     "UnknownTable",
     "centered_squares",
+    "check_predicates",
     "clip",
     "clipped_sum",
     "count_outside",

@@ -37,10 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpsense.core.errors import UsageError
+from dpsense.core.errors import InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms.discrete import geometric
+from dpsense.noise import exact
 
 __all__ = ["ApproxBounds", "approx_bounds", "approx_bounds_threshold", "bin_edges", "log_bin_indices"]
 
@@ -104,6 +105,12 @@ def approx_bounds_threshold(*, sensitivity: int, epsilon: NumberLike, bins: int,
     eps = check_epsilon(epsilon)
     if not (isinstance(success_probability, float | int) and 0 < float(success_probability) < 1):
         raise UsageError("success_probability must lie strictly between 0 and 1", success_probability, "pass e.g. 0.95")
+    if not exact.geometric_scale_ok(sensitivity, eps):  # also keeps the loops below short (tau ~ Δ/ε)
+        raise InvalidPrivacyParameter(
+            "ε is too small for the exact geometric sampler of approx_bounds (scale Δ/ε beyond 2^52 steps)",
+            float(eps),
+            "ask for a larger epsilon, e.g. 0.01",
+        )
     rate = float(eps) / sensitivity
     a = math.exp(-rate)
     miss = 1 - float(success_probability)

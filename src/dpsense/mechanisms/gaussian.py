@@ -76,6 +76,16 @@ def gaussian_plan(
     return k, sigma2, sigma_bw
 
 
+def gaussian_scale_ok(*, sensitivity: NumberLike, epsilon: NumberLike, delta: NumberLike, dimension: int = 1) -> bool:
+    """Whether ``gaussian`` can sample its plan's variance for these public parameters.
+
+    The variance in grid steps grows with ``dimension`` (the snapped L2 sensitivity does), so a check
+    at the largest possible dimension covers every smaller one (``exact.discrete_gaussian_variance_ok``).
+    """
+    _, sigma2, _ = gaussian_plan(sensitivity=sensitivity, epsilon=epsilon, delta=delta, dimension=dimension)
+    return exact.discrete_gaussian_variance_ok(sigma2)
+
+
 def gaussian(
     value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, delta: NumberLike, confidence: float = 0.95
 ) -> MechanismResult:

@@ -50,6 +50,16 @@ def laplace_plan(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int
     return k, ceil(Fraction(sens_units) / eps)
 
 
+def laplace_scale_ok(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int = 1) -> bool:
+    """Whether ``laplace`` can sample its plan's scale for these parameters (``exact.discrete_laplace_scale_ok``).
+
+    The integer scale t grows with ``dimension`` (each coordinate adds up to one grid step to the
+    snapped sensitivity), so a check at the largest possible dimension covers every smaller one.
+    """
+    _, t = laplace_plan(sensitivity=sensitivity, epsilon=epsilon, dimension=dimension)
+    return exact.discrete_laplace_scale_ok(Fraction(t))
+
+
 def laplace(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confidence: float = 0.95) -> MechanismResult:
     """Release ``value + Laplace noise`` with pure epsilon-DP, float-safely.
 

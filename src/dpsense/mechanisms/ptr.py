@@ -63,7 +63,7 @@ from typing import Any
 from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike, to_fraction
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, check_delta, check_epsilon
-from dpsense.mechanisms.laplace import laplace, laplace_plan
+from dpsense.mechanisms.laplace import laplace, laplace_plan, laplace_scale_ok
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.sensitivity.smooth import MonotoneFamily, distance_to_instability
 
@@ -143,6 +143,33 @@ def _plan(epsilon_test: Fraction, delta: Fraction) -> _TestPlan:
             "use epsilon_test >= 1e-12 or a larger delta",
         )
     return _TestPlan(exponent=k, scale_steps=t, threshold_steps=j, cap=cap)
+
+
+def check_plan_parameters(
+    *, epsilon_test: NumberLike, epsilon_release: NumberLike, delta: NumberLike, proposed_bound: NumberLike
+) -> None:
+    """Refuse PTR parameters the exact test or release cannot run, judged on public values only.
+
+    The one home of PTR's parameter limits: ``propose_test_release`` applies it before touching its
+    data arguments, and the release system's admission step applies it before any charge, so a
+    release it admits never trips it. None of the limits depends on the data (nor on n).
+
+    Raises:
+        InvalidPrivacyParameter: an epsilon not > 0, delta not in (0, 1/2), or a threshold or release
+            noise scale beyond the exact samplers (epsilon too small). UsageError: b not finite and > 0.
+
+    """
+    eps1 = check_epsilon(epsilon_test, name="epsilon_test")
+    eps2 = check_epsilon(epsilon_release, name="epsilon_release")
+    bound = _check_bound(proposed_bound)
+    _plan(eps1, _check_test_delta(delta))
+    if not laplace_scale_ok(sensitivity=bound, epsilon=eps2):
+        raise InvalidPrivacyParameter(
+            "epsilon_release is too small for the proposed bound: the release noise b / epsilon_release "
+            "exceeds the exact sampler's 2^52 grid steps",
+            {"epsilon_release": str(eps2), "proposed_bound": str(bound)},
+            "ask for a larger epsilon, or propose a smaller bound",
+        )
 
 
 def ptr_distance_cap(epsilon_test: NumberLike, delta: NumberLike) -> int:
@@ -294,6 +321,9 @@ def propose_test_release(
         distance (data-dependent: raised before any noise is drawn; treat as charged).
 
     """
+    check_plan_parameters(
+        epsilon_test=epsilon_test, epsilon_release=epsilon_release, delta=delta, proposed_bound=proposed_bound
+    )
     eps1 = check_epsilon(epsilon_test, name="epsilon_test")
     eps2 = check_epsilon(epsilon_release, name="epsilon_release")
     d = _check_test_delta(delta)

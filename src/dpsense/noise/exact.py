@@ -193,6 +193,31 @@ def _random_bits(n: int) -> BOOL:
     return (entropy.words32((n + 31) // 32)[:, None] >> np.arange(32, dtype=np.uint32) & 1).ravel()[:n].astype(np.bool_)
 
 
+def discrete_laplace_scale_ok(scale: Fraction) -> bool:
+    """Whether ``discrete_laplace`` serves ``scale = t/s``: positive with numerator t below 2^52.
+
+    The one home of the sampler's limit: the release system's admission step checks it on public
+    parameters before any charge, and ``discrete_laplace`` refuses the same scales.
+    """
+    scale = Fraction(scale)
+    return scale > 0 and scale.numerator < MAX_LAPLACE_T
+
+
+def geometric_scale_ok(sensitivity: int | Fraction, epsilon: Fraction) -> bool:
+    """Whether the geometric mechanism's scale ``sensitivity / epsilon`` is one the exact sampler serves."""
+    eps = Fraction(epsilon)
+    return eps > 0 and discrete_laplace_scale_ok(Fraction(sensitivity) / eps)
+
+
+def discrete_gaussian_variance_ok(sigma2: Fraction) -> bool:
+    """Whether ``discrete_gaussian`` serves ``sigma2`` (its proposal's scale is floor(sqrt(sigma2)) + 1).
+
+    The proposal is a discrete Laplace draw, so the limit is ``discrete_laplace_scale_ok``.
+    """
+    sigma2 = Fraction(sigma2)
+    return sigma2 > 0 and discrete_laplace_scale_ok(Fraction(isqrt(sigma2.numerator // sigma2.denominator) + 1))
+
+
 def discrete_laplace(scale: Fraction, n: int) -> I64:
     """``n`` draws with P(y) proportional to exp(-|y| / scale), ``scale = t/s`` (CKS20 Alg. 2).
 
@@ -203,7 +228,7 @@ def discrete_laplace(scale: Fraction, n: int) -> I64:
     if scale <= 0:
         raise UsageError("the discrete Laplace scale must be > 0", str(scale), "pass sensitivity/epsilon > 0")
     t, s = scale.numerator, scale.denominator
-    if t >= MAX_LAPLACE_T:
+    if not discrete_laplace_scale_ok(scale):
         raise UsageError(
             "the exact discrete Laplace sampler supports scale numerators below 2^52",
             f"{t.bit_length()} bits",

@@ -45,6 +45,7 @@ from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, plan
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
 from dpsense.query.sql import parse_sql
+from dpsense.release._admission import admit
 from dpsense.release._datasets import Dataset, Declaration, attach, register
 from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy
@@ -252,6 +253,13 @@ class Session:
             max_rows_per_unit=dataset.profile.max_rows_per_unit,
         )
         check_executable(ir, result)
+        admit(
+            ir,
+            result,
+            table=self._engine.table_info(dataset.table),
+            population=_population(dataset),
+            engine_key=_engine_value,
+        )
         self._check_cap(dataset, result)
         collect_rows = self._collect_rows(dataset, result)  # refuses a bound above the engine's limit
         return dataset, ir, result, collect_rows
@@ -418,8 +426,7 @@ class Session:
 
     def _collect_rows(self, dataset: Dataset, the_plan: Plan) -> int | None:
         """The public bound on collected rows, refused before any charge when the engine's limit is lower."""
-        population = (dataset.profile.policy or {}).get("population")
-        bound = collect_bound(the_plan, population if isinstance(population, int) else None)
+        bound = collect_bound(the_plan, _population(dataset))
         limit = self._engine.collect_limit
         if bound is not None and limit is not None and bound > limit:
             raise UsageError(
@@ -473,6 +480,12 @@ def _with_declared_rules(query: Query, dataset: Dataset) -> Query:
     for column in columns:  # a unit touching k_c values of each column touches at most prod k_c groups
         bound *= caps[column]
     return query.max_groups_per_unit(bound)
+
+
+def _population(dataset: Dataset) -> int | None:
+    """The policy's public bound on the number of units (registration refuses a snapshot above it)."""
+    population = (dataset.profile.policy or {}).get("population")
+    return population if isinstance(population, int) and not isinstance(population, bool) else None
 
 
 def _default_engine() -> Engine:
