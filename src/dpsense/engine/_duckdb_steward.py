@@ -91,6 +91,13 @@ class DuckDBStewardSteps(ABC):
         counts = [int(v) for v in row]
         return {c: ColumnQuality(*counts[3 * i : 3 * i + 3]) for i, c in enumerate(names)}
 
+    def unit_count(self, table: str, *, unit_column: str) -> int:
+        """Distinct non-NULL units of ``table`` (steward-only; see ``Engine.unit_count``)."""
+        self._check_open()
+        relation, info = self._table(table)
+        unit = _checks.require(info, unit_column)
+        return int(self._one_row(f"SELECT COUNT(DISTINCT {_sql.quote(unit.name)}) FROM {relation}", {})[0])
+
     def apply_policies(
         self,
         table: str,

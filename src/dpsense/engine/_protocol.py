@@ -71,6 +71,14 @@ class Engine(Protocol):
         """
         ...
 
+    def unit_count(self, table: str, *, unit_column: str) -> int:
+        """The number of distinct non-NULL values of ``unit_column`` in the snapshot ``table``.
+
+        Steward-only, at registration: an unnoised count of private data, compared there with the
+        policy's declared population and never returned to an analyst or logged.
+        """
+        ...
+
     def apply_policies(
         self,
         table: str,

@@ -293,6 +293,13 @@ class SparkEngine:
             return {}
         return _spark_steward.quality(snapshot.frame, infos, self._run)
 
+    def unit_count(self, table: str, *, unit_column: str) -> int:
+        """Distinct non-NULL units of ``table`` (steward-only; see ``Engine.unit_count``)."""
+        self._check_open()
+        snapshot = self._table(table)
+        unit = _checks.require(snapshot.info, unit_column)
+        return _spark_steward.distinct_count(snapshot.frame, unit, self._run)
+
     def apply_policies(
         self,
         table: str,

@@ -27,6 +27,11 @@ def _one_row(frame: DataFrame, run: Runner) -> tuple[Any, ...]:
     return tuple(rows[0])
 
 
+def distinct_count(frame: DataFrame, column: ColumnInfo, run: Runner) -> int:
+    """The number of distinct non-NULL values of ``column`` (the registration's count of units)."""
+    return int(_one_row(frame.agg(sf.countDistinct(col(column.name))), run)[0])
+
+
 def fingerprint_sum(frame: DataFrame, columns: tuple[ColumnInfo, ...], row_key: str, run: Runner) -> tuple[int, int]:
     """(row count, exact sum of the first 64 bits of ``sha256(row key || '|' || row text)`` per row).
 

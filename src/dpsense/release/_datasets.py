@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import DPSenseError, UsageError
+from dpsense.core.errors import DPSenseError, InvalidData, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
 from dpsense.engine import ClippedSum, Engine
 from dpsense.ledger import Ledger
@@ -112,6 +112,7 @@ def register(
         )
         progress(REGISTRATION_STAGES[1], 1, total)
         check_quality(profile, engine.data_quality(staging, checked_columns(profile)))
+        check_population(engine, staging, unit=declaration.privacy_unit, population=policy.population)
         progress(REGISTRATION_STAGES[2], 2, total)
         fingerprint = engine.fingerprint(staging, ledger.fingerprint_key())
         progress(REGISTRATION_STAGES[3], 3, total)
@@ -140,6 +141,23 @@ def register(
     except BaseException:
         engine.forget(staging)
         raise
+
+
+def check_population(engine: Engine, table: str, *, unit: str, population: int) -> None:
+    """Refuse a snapshot holding more distinct units than the policy's declared population.
+
+    The population is the public bound every release relies on (δ below 1/population, the collect
+    bound population x C), so registration guarantees it and no release can find it wrong after
+    reading. Counted before the drop policies, which only remove rows: the released views hold at
+    most this many units. The count itself is never shown (the error names only the declared bound).
+    """
+    if engine.unit_count(table, unit_column=unit) > population:
+        raise InvalidData(
+            "the data holds more distinct privacy units than the policy's declared population",
+            {"privacy_unit": unit, "population": population},
+            "raise population in the PrivacyPolicy to a true upper bound on the units, or check the data "
+            "(a wrong privacy_unit column, or rows from outside the population)",
+        )
 
 
 def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, snapshot: str | None) -> Dataset:

@@ -1,5 +1,5 @@
-"""The public bound on rows a data-dependent step collects: refused for free above the engine's limit,
-charged when the data turn out to exceed the declared population."""
+"""The public bound on rows a data-dependent step collects: refused for free above the engine's limit;
+data beyond the declared population is refused at registration, so no release can exceed the bound."""
 
 from __future__ import annotations
 
@@ -8,21 +8,46 @@ from pathlib import Path
 import pytest
 
 import dpsense as dp
-from dpsense.core.errors import ChargedFailure
+from dpsense.core.errors import InvalidData
 from tests.spark_support import spark_available, spark_session
 from tests.system.release.support import planted, policy, register
 
 
-def test_data_beyond_the_declared_population_is_a_charged_failure(tmp_path: Path) -> None:
+def test_data_beyond_the_declared_population_is_refused_at_registration(tmp_path: Path) -> None:
+    """Registration guarantees the population bound, so the collect bound can never trip in a release."""
     with dp.Session.open(f"sqlite:///{tmp_path / 'l.db'}", analyst="steward", role="steward") as session:
-        # 600 persons but a declared population of 100: the median's view holds more than 100 x 5 rows
-        events = register(session, planted(persons=600), policy=policy(population=100), budget=dp.Budget(epsilon=4))
-        with pytest.raises(ChargedFailure):
-            session.release(events.query().agg(m=dp.median("age")), epsilon=1)
-        assert session.budget("events").spent.epsilon == 1  # the failure read data: it is charged
-        # additive statistics collect nothing: the same dataset still answers them
-        release = session.release(events.query().agg(n=dp.count()), epsilon=1)
-        assert release.table["n"].iloc[0] >= 0
+        # 600 persons but a declared population of 100: refused before anything is registered
+        with pytest.raises(InvalidData, match="raise population") as info:
+            register(session, planted(persons=600), policy=policy(population=100), budget=dp.Budget(epsilon=4))
+        assert "600" not in str(info.value)  # the unnoised count of units is never shown
+        assert session.datasets() == []
+        # exactly the population is within the bound; the median's view then fits population x C rows
+        events = register(session, planted(persons=100), policy=policy(population=100), budget=dp.Budget(epsilon=4))
+        assert session.release(events.query().agg(m=dp.median("age")), epsilon=1).table["m"].iloc[0] is not None
+
+
+def test_units_counted_on_the_raw_snapshot_rows_without_a_unit_do_not_count(tmp_path: Path) -> None:
+    frame = planted(persons=10)
+    frame.loc[frame.index[:3], "person_id"] = None
+    with dp.Session.open(f"sqlite:///{tmp_path / 'l.db'}", analyst="steward", role="steward") as session:
+        register(session, frame, policy=policy(population=10), policies={"person_id": "drop"})
+        assert session.datasets() == ["events"]
+
+
+@pytest.mark.skipif(not spark_available(), reason="pyspark or Java is missing")
+def test_spark_registration_refuses_more_units_than_the_population(tmp_path: Path) -> None:
+    from dpsense.engine import SparkEngine
+
+    engine = SparkEngine(spark_session(), collect_limit=10**7)
+    try:
+        with dp.Session.open(f"sqlite:///{tmp_path / 'l.db'}", analyst="steward", role="steward", engine=engine) as s:
+            frame = spark_session().createDataFrame(planted(persons=30))
+            with pytest.raises(InvalidData, match="population"):
+                register(s, frame, policy=policy(population=29))
+            assert s.datasets() == []
+            register(s, frame, policy=policy(population=30))
+    finally:
+        engine.close()
 
 
 @pytest.mark.skipif(not spark_available(), reason="pyspark or Java is missing")
