@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import cache
 from typing import Any
 
@@ -21,7 +20,7 @@ from dpsense.core.privacy_loss import ZCDP, ApproxDP, PureDP
 from dpsense.mechanisms import smooth_noise
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.mechanisms.smooth import (
-    S_FLOOR,
+    noise_floor,
     smooth_median,
     smooth_min_distance,
     smooth_triangle_count,
@@ -170,17 +169,15 @@ class SmoothLaw:
     def sample(self, n: int) -> F64:
         """``n`` independent releases: ``release_with_smooth_bound``'s arithmetic on a vector of noise.
 
-        Line for line as in ``release_with_smooth_bound``: 1/s rounded up, the scale S/s rounded up
-        by one ulp, value + scale * Z with Z from the product sampler ``standard_noise``, rounding to
-        the grid, then the clamp. Each output has the law of one call of the mechanism.
+        The product's own arithmetic (``smooth_noise.gridded_noisy_values``, which
+        ``release_with_smooth_bound`` runs): 1/s and the scale S/s rounded up, value + scale * Z with
+        Z from the product sampler, rounding to the grid with exact ties broken by a fair bit, then
+        the clamp. Each output has the law of one call of the mechanism.
         """
-        inv_s = float(1 / self.plan.scale_divisor)
-        if Fraction(inv_s) < 1 / self.plan.scale_divisor:
-            inv_s = float(np.nextafter(inv_s, math.inf))
-        scale = float(np.nextafter(self.bound * inv_s, math.inf)) if self.bound > 0 else 0.0
-        noisy = self.value + scale * smooth_noise.standard_noise(self.plan, n)
-        out = np.rint(noisy / self.output_grid) * self.output_grid
-        return np.asarray(np.clip(out, self.clamp[0], self.clamp[1]), dtype=np.float64)
+        values = np.full(n, self.value, dtype=np.float64)
+        return smooth_noise.gridded_noisy_values(
+            values, self.bound, self.plan, output_grid=self.output_grid, clamp=self.clamp
+        )
 
 
 @dataclass(frozen=True)
@@ -209,7 +206,8 @@ class SmoothStatistic:
         public = self.release(data, noise).details
         plan = noise.plan
         if bound is None:
-            bound = max(self.bound(data, plan.beta_float), float(public["public_cap"]) * S_FLOOR)
+            floor = noise_floor(float(public["public_cap"]), float(public["output_grid"]), plan)
+            bound = max(self.bound(data, plan.beta_float), floor)
         return SmoothLaw(self.value(data), bound, plan, float(public["output_grid"]), tuple(public["clamp"]))
 
 

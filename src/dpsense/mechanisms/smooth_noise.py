@@ -46,10 +46,11 @@ to 20 significant digits, so each stated condition holds exactly for the rationa
 The smoothing parameter tau for LLN/ULN is a public design choice (defaults below); it must never be
 tuned on the private data (ALGORITHMS.md 3.3, pitfall 1) -- tune on public or synthetic data.
 
-The release (``release_with_smooth_bound``) clamps to a public range and rounds to a coarse public
-grid (at least max(|lo|, |hi|) 2**-20), the float-sampling mitigation described, with its heuristic
-extra-delta estimate (~2**-30, no published proof), in ``dpsense.noise.continuous``. The stated loss
-is that of the ideal real-arithmetic mechanism. The release never reports the smooth bound, the
+The release (``release_with_smooth_bound``) rounds to a coarse public grid (at least
+max(|lo|, |hi|) 2**-20), breaking exact ties with a fresh fair bit, and clamps to a public range:
+the float-sampling mitigation described in ``dpsense.noise.continuous`` (a heuristic: no bound on
+its distance from the ideal law is proved or claimed). The stated loss is that of the ideal
+real-arithmetic mechanism. The release never reports the smooth bound, the
 noise scale S/s or the true value, and reports no accuracy: the error is proportional to the private
 S(x). Adjacency: the guarantee holds for whatever adjacency S is a smooth bound under (the library's).
 """
@@ -311,6 +312,38 @@ def _check_output(output_grid: float, clamp: tuple[float, float] | None) -> tupl
     return g, (lo, hi)
 
 
+def gridded_noisy_values(
+    values: NDArray[np.float64],
+    smooth_bound: float,
+    plan: SmoothNoisePlan,
+    *,
+    output_grid: float,
+    clamp: tuple[float, float] | None,
+) -> NDArray[np.float64]:
+    """The arithmetic of one release per entry of ``values``: clamp(round_g(f + (S/s) Z)), ties by a fair bit.
+
+    1/s and the scale S/s are rounded up (the scale is never below S/s); one Z per entry from
+    ``standard_noise``; the sum is divided by the grid g and rounded to the nearest integer, an exact
+    tie (a quotient on a half-integer) going up or down by a fresh fair bit from
+    ``dpsense.noise.continuous.fair_bits`` (drawn for every entry, tie or not, so the draws do not
+    depend on the data); then the clamp. Inputs are checked by the caller (``release_with_smooth_bound``;
+    the audit's ``SmoothLaw.sample`` runs the same function).
+    """
+    inv_s = float(1 / plan.scale_divisor)
+    if Fraction(inv_s) < 1 / plan.scale_divisor:
+        inv_s = float(np.nextafter(inv_s, math.inf))
+    scale = float(np.nextafter(smooth_bound * inv_s, math.inf)) if smooth_bound > 0 else 0.0  # never below S/s
+    noisy = values + scale * standard_noise(plan, values.size)
+    coin = continuous.fair_bits(values.size)
+    quotient = noisy / output_grid
+    below = np.floor(quotient)
+    cells = np.where(quotient - below == 0.5, below + coin, np.rint(quotient))
+    out = cells * output_grid
+    if clamp is not None:
+        out = np.clip(out, clamp[0], clamp[1])
+    return np.asarray(out, dtype=np.float64)
+
+
 def release_with_smooth_bound(
     value: Any,
     smooth_bound: float,
@@ -352,14 +385,7 @@ def release_with_smooth_bound(
             "<withheld: data-dependent>",
             "check the smooth-bound computation",
         )
-    inv_s = float(1 / plan.scale_divisor)
-    if Fraction(inv_s) < 1 / plan.scale_divisor:
-        inv_s = float(np.nextafter(inv_s, math.inf))
-    scale = float(np.nextafter(bound * inv_s, math.inf)) if bound > 0 else 0.0  # never below S/s
-    noisy = values + scale * standard_noise(plan, values.size)
-    out = np.rint(noisy / g) * g
-    if bounds is not None:
-        out = np.clip(out, bounds[0], bounds[1])
+    out = gridded_noisy_values(values, bound, plan, output_grid=g, clamp=bounds)
     return MechanismResult(
         value=float(out[0]) if scalar else out,
         loss=plan.loss,

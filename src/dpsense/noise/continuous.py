@@ -36,16 +36,20 @@ beta inside the normal double range for every U >= 2**-53 (no underflow to 0 or 
 **Floating point.** Continuous noise whose scale is data-dependent has no standard exact sampler
 (ALGORITHMS.md section 3.3, pitfall 4; Mironov CCS 2012 for the Laplace case): the doubles these
 samplers can produce, once multiplied by S(x)/s and added to f(x), form a data-dependent set.
-Mitigation, used by ``dpsense.mechanisms.smooth_noise``: the release is clamped to a public range
-[lo, hi] and rounded to a coarse PUBLIC grid g (chosen without looking at the data or at S(x)), so
-the output takes at most N = (hi - lo)/g + 2 values. Heuristic (no published proof; flagged): an
-inverse CDF of a 53-bit uniform gives each cell a probability within 2**-53 of its ideal value per
-cell boundary; the 2**-48 Laplace lattice moves the CDF by at most h(z) 2**-48 at a boundary z
-(about 2**-48 (S/s)/g summed over boundaries); the float addition f(x) + (S/s) Z moves an output
-across a boundary with probability at most about 2**-52 max(|lo|, |hi|)/g. With
-max(|lo|, |hi|)/g <= 2**20 (enforced by the release) the output law is within a total variation of
-roughly 2**-30 (plus 2**-48 (S/s)/g for Laplace-based noise) of the ideal real-arithmetic mechanism,
-i.e. an extra delta of that order times (1 + e^eps) on top of the stated guarantee.
+Mitigation, used by ``dpsense.mechanisms.smooth_noise`` and ``dpsense.mechanisms.smooth``: the
+release is rounded to a coarse PUBLIC grid g (chosen without looking at the data or at S(x)) and
+clamped to a public range [lo, hi], so the output takes at most (hi - lo)/g + 3 values (the grid
+points in [lo, hi] and the two ends). The smooth releases floor the noise scale S/s at g (S is
+raised to at least g s, a public constant, which keeps S a beta-smooth upper bound), so the noise
+scale is never negligible against a grid cell: with S at a tiny floor, f(x) + (S/s) Z equalled
+f(x) for most draws of Z and the rounding was a function of f(x) alone (f(x) on a half-grid point
+then released one cell with certainty, where the ideal mechanism releases either neighbour with
+probability 1/2). A sum that lands exactly on a half-grid point (a tie) is rounded up or down by a
+fresh fair bit (``fair_bits``), as symmetric ideal noise would, not deterministically to even.
+
+No bound on the total variation between this float output law and the ideal real-arithmetic one
+is proved here, and none is claimed: the mitigation is a heuristic, the stated loss is that of the
+ideal mechanism, and the float gap is a documented, unquantified residual risk.
 
 Timing: the inverse-CDF samplers do a fixed amount of work per draw; only the discrete Laplace is a
 rejection sampler, so draws of at most ``POOL_MAX`` Laplace values come from ``dpsense.noise.pool``
@@ -105,6 +109,11 @@ def _uniform_from(words: U64) -> F64:
 def _signs_from(words: U64, bit: int = 0) -> F64:
     """+1.0 or -1.0 from one of the low (unused) bits of each word."""
     return 1.0 - 2.0 * ((words >> np.uint64(bit)) & np.uint64(1)).astype(np.float64)
+
+
+def fair_bits(n: int) -> F64:
+    """``n`` independent fair bits as 0.0 or 1.0 (the low bit of one fresh word each)."""
+    return (entropy.words(_check_count(n)) & np.uint64(1)).astype(np.float64)
 
 
 def uniform_open(n: int) -> F64:

@@ -744,3 +744,27 @@ def test_no_textbook_log_laplace_sampler_in_code() -> None:
         if _TEXTBOOK.search(code.replace(" ", "")):
             offenders.append(str(path))
     assert offenders == []
+
+
+def test_an_exact_half_grid_tie_is_broken_by_a_fair_bit() -> None:
+    # issue 13 finding 6: 0.25 / 0.5 is exactly a half-integer; rint sent it to the even cell 0.0 always
+    plan = plan_smooth_noise(family="cauchy", epsilon=1)
+    with deterministic_entropy(13):
+        outs = [release_with_smooth_bound(0.25, 0.0, plan, output_grid=0.5, clamp=None).value for _ in range(64)]
+    assert set(outs) == {0.0, 0.5}
+
+
+def test_the_half_grid_corner_with_the_smooth_bound_at_its_floor_is_not_deterministic() -> None:
+    # issue 13 finding 6: all records at a half-grid point of a far-from-zero public range, so the
+    # smooth bound sits at its floor; a floor of G 2^-52 gave noise far below one ulp of f(x), the
+    # float sum was f(x) itself and the release was one cell with certainty (the ideal mechanism
+    # releases either neighbour with probability 1/2). The floor is now a public multiple of the grid.
+    from dpsense.mechanisms.smooth import smooth_median
+
+    low = 2.0**20
+    bounds = (low, low + 1.0)  # default grid: max(|L|, |U|) 2^-20 rounded up to a power of two = 2
+    grid = float(2.0 ** math.ceil(math.log2(max(abs(b) for b in bounds) * 2.0**-20)))
+    values = np.full(1001, low + grid / 2)  # f(x) on a half-grid point: a tie of two cells
+    with deterministic_entropy(6):
+        outs = [smooth_median(values, bounds=bounds, epsilon=1, adjacency="replace").value for _ in range(40)]
+    assert len(set(outs)) > 1
