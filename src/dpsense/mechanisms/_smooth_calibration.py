@@ -11,7 +11,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, localcontext
 from fractions import Fraction
 from math import isqrt
 
-from dpsense.core.errors import UnsupportedRequest, UsageError
+from dpsense.core.errors import InvalidPrivacyParameter, UnsupportedRequest, UsageError
 from dpsense.core.numbers import NumberLike, to_fraction
 
 #: Default share of eps_c given to the smoothing parameter, t = tau * eps_c (public design constants).
@@ -100,9 +100,31 @@ def laplace_delta_bound(epsilon_shift: Fraction, epsilon_dilation: Fraction, bet
         return _up((_dec(epsilon_shift) - expo).exp())
 
 
+def check_laplace_delta(delta: Fraction) -> None:
+    """Refuse δ > 2/e for smooth Laplace noise: NRS07 Lemma 2.9 needs ln(2/δ) >= 1 in β = ε/(2 ln(2/δ)).
+
+    Decided exactly: δ <= 2/e iff δ e <= 2, checked against a rational upper bound on e, so a δ is
+    accepted only when it is certainly at most 2/e.
+
+    Raises:
+        InvalidPrivacyParameter: when δ e may exceed 2.
+
+    """
+    e_up = _up(_CTX.exp(Decimal(1)))
+    if delta * e_up > 2:
+        raise InvalidPrivacyParameter(
+            "Laplace noise with a smooth scale needs δ ≤ 2/e ≈ 0.7358 (NRS07 Lemma 2.9: ln(2/δ) ≥ 1 in "
+            "β = ε/(2 ln(2/δ)))",
+            f"δ={float(delta):g}",
+            "pass a smaller delta (e.g. delta=1e-8), or a pure-DP family ('cauchy' or 'student_t')",
+        )
+
+
 def _approx(
     family: str, eps: Fraction, delta: Fraction, dim: int
 ) -> tuple[Fraction, Fraction, dict[str, Fraction], str]:
+    if family == "laplace":
+        check_laplace_delta(delta)
     log_term = _CTX.ln(_dec(2 / delta))
     if family == "laplace":
         s = eps / 2

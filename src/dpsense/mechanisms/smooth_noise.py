@@ -15,7 +15,7 @@ polynomial  epsilon-DP       h ~ 1/(1+|z|^gamma): s = epsilon/(2 L_h), t = epsil
                              L_h = (gamma-1)^((gamma-1)/gamma), D_h = max(1, gamma-1)
 student_t   epsilon-DP       s = epsilon/(2 L), t = epsilon/(2 D), L = (d+1)/(2 sqrt d), D = max(1, d)
 laplace     (eps, delta)-DP  s = epsilon/2, beta = epsilon/(2 ln(2/delta)), refused unless
-                             delta >= e^{eps/2} exp(-(eps/2 + beta)/(e^beta - 1))
+                             delta <= 2/e and delta >= e^{eps/2} exp(-(eps/2 + beta)/(e^beta - 1))
 gaussian    (eps, delta)-DP  s = epsilon/(5 sqrt(2 ln(2/delta))), beta = epsilon/(4 (d + ln(2/delta)))
 lln         rho-zCDP         eps_c = sqrt(2 rho), t = tau eps_c, sigma = root of 5(eps_c/t)s^3 - 5s^2 - 1,
                              s = e^{-3 sigma^2/2} (eps_c - t/sigma)

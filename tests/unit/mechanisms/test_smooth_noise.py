@@ -768,3 +768,28 @@ def test_the_half_grid_corner_with_the_smooth_bound_at_its_floor_is_not_determin
     with deterministic_entropy(6):
         outs = [smooth_median(values, bounds=bounds, epsilon=1, adjacency="replace").value for _ in range(40)]
     assert len(set(outs)) > 1
+
+
+@pytest.mark.parametrize("delta", ["0.74", "0.9", "0.999", repr(2 / math.e)])
+def test_smooth_laplace_refuses_delta_above_two_over_e_before_any_data_access(delta: str) -> None:
+    # issue 13: NRS07 Lemma 2.9 needs ln(2/δ) >= 1, i.e. δ <= 2/e; the old check let δ = 0.9 through
+    from dpsense.core import InvalidPrivacyParameter
+    from dpsense.mechanisms.smooth import smooth_median
+
+    assert float(delta) >= 2 / math.e
+    with pytest.raises(InvalidPrivacyParameter, match=r"2/e.*Fix:"):
+        plan_smooth_noise(family="laplace", epsilon=1, delta=delta)
+
+    class Untouchable:
+        def __array__(self, *args: object, **kwargs: object) -> np.ndarray:
+            raise AssertionError("the data were read before the parameters were checked")
+
+    with pytest.raises(InvalidPrivacyParameter, match="2/e"):
+        smooth_median(Untouchable(), bounds=(0.0, 1.0), noise="laplace", epsilon=1, delta=delta, adjacency="replace")  # type: ignore[arg-type]
+
+
+def test_smooth_laplace_accepts_delta_just_below_two_over_e() -> None:
+    delta = Fraction(7357, 10**4)  # below 2/e = 0.73575888...
+    assert float(delta) < 2 / math.e
+    plan = plan_smooth_noise(family="laplace", epsilon=1, delta=delta)
+    assert plan.loss == ApproxDP(1, delta)
