@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
+from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, Engine, count_present, count_units
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
@@ -79,7 +80,7 @@ class DataDependentSteps(ABC):
         if StepPart.COUNT in by_part:  # smooth sensitivity or PTR: they need a public n
             return self._public_n_statistic(agg, by_part[StepPart.COUNT], by_part[StepPart.VALUE], q=q)
         step = by_part[StepPart.VALUE]
-        low, high = (float(b) for b in agg.bounds[0])
+        low, high = inward_interval(*agg.bounds[0])
         eps = step.mechanism_epsilon
         values: list[Any] = []
         for x in self.present_values(agg, step):
@@ -112,7 +113,7 @@ class DataDependentSteps(ABC):
         Each public group has its own n^. The order statistic's rank
         is ceil(q n^) (the median rank (n^ + 1) // 2), the trimmed mean trims floor(t n^) at each end.
         """
-        low, high = (float(b) for b in agg.bounds[0])
+        low, high = inward_interval(*agg.bounds[0])
         groups: list[NDArray[np.float64] | RankedValues]
         if self._reads_by_rank(agg, value_step):
             groups = [self._ranked_values(agg, value_step, (low, high))]
@@ -202,7 +203,7 @@ class DataDependentSteps(ABC):
         raise InternalError(f"{mechanism!r} does not run on a public n")
 
     def _min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        low, high = (float(b) for b in agg.bounds[0])
+        low, high = inward_interval(*agg.bounds[0])
         points = self._values_by_group(self.view(self._rows(step)), list(agg.columns))[0]
         points = points[~np.isnan(points).any(axis=1)]
         eps = step.mechanism_epsilon
