@@ -157,6 +157,8 @@ def run_audit(scenario: Scenario, *, samples: int, alpha: float = 1e-9) -> Audit
 
 def all_scenarios() -> list[Scenario]:
     """Every registered audit scenario (classical and beyond-global mechanisms, and the controls)."""
-    from dpsense.audit.smooth_scenarios import smooth_scenarios  # here: smooth_scenarios imports this module
+    from dpsense.audit.release_scenarios import release_scenarios  # here: both import this module
+    from dpsense.audit.smooth_scenarios import smooth_scenarios
 
-    return classical_scenarios() + smooth_scenarios()
+    scenarios = classical_scenarios() + smooth_scenarios() + release_scenarios()
+    return sorted(scenarios, key=lambda s: s.control)  # stable: the controls last
