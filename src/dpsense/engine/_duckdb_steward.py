@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from dpsense.core.errors import InternalError
+from dpsense.core.errors import InternalError, InvalidData
 from dpsense.engine import _checks, _portable, _sql, _sql_index, _sql_portable, _sql_steward
 from dpsense.engine._types import NO_CLAMP, ClippedSum, ColumnQuality, TableInfo
 
@@ -141,7 +141,9 @@ class DuckDBStewardSteps(ABC):
         (about 4 s for 10^7 rows on 2 cores) that makes every later ``bounded_rows`` on this unit
         column a projection. The key enters DuckDB only as two 64-bit keys derived from it
         (``_sql_index.unit_index_query`` has the steps); a table registered by name is never modified.
-        Positions and counts are 32-bit: a unit with 2**32 rows or more fails the statement.
+        Positions and counts are 32-bit and the release's rotation adds a 31-bit key to them: a unit
+        with more than ``_sql_index.MAX_UNIT_ROWS`` rows is refused here, by the steward, with
+        ``InvalidData`` (bad data is found at registration; a release can then never overflow).
         """
         self._check_open()
         relation, info = self._table(table)
@@ -160,6 +162,8 @@ class DuckDBStewardSteps(ABC):
         copy = f"{SRC_PREFIX}{next(self._counter)}"
         self._run(f"CREATE TEMP TABLE {_sql.quote(copy)} AS {sql}", params)
         self._copies.add(copy)
+        if not self.portable:
+            self._refuse_large_units(_sql.quote(copy))
         described = self._describe(table, _sql.quote(copy))
         public = TableInfo(table, described.columns[: len(info.columns)])
         hidden = described.column_names[len(info.columns) :]
@@ -170,6 +174,19 @@ class DuckDBStewardSteps(ABC):
         self._tables[table] = (_sql.quote(copy), info)
         self._indexes[table] = unit_column
         self._stored_sums[table] = stored
+
+    def _refuse_large_units(self, copy: str) -> None:
+        """Refuse (at registration) an indexed snapshot whose largest unit exceeds ``MAX_UNIT_ROWS`` rows."""
+        largest = self._one_row(f"SELECT max({_sql.quote(_sql_index.UNIT_ROWS)}) FROM {copy}", {})[0]
+        if largest is not None and int(largest) > _sql_index.MAX_UNIT_ROWS:
+            self._drop_copy(copy)
+            raise InvalidData(
+                f"a privacy unit holds more than {_sql_index.MAX_UNIT_ROWS} rows, the most the embedded engine's "
+                "per-release row selection can index",
+                None,
+                "check the privacy unit column (a constant or a placeholder value is a common cause), or register "
+                "the data on the Spark engine",
+            )
 
 
 def _stored_units(

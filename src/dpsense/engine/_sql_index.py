@@ -26,6 +26,9 @@ INDEX_KEYS = ("ik1", "ik2")
 ROTATION_KEY, ROTATION_ROWS = "rot_k", "rot_c"
 #: Bits of the release's rotation r: pos + r stays below 2**32 (UINTEGER) while n_u <= 2**31.
 ROTATION_BITS = 31
+#: The most rows one unit may hold in an indexed snapshot; registration refuses more, so the 32-bit
+#: rotation can never overflow in a release (DESIGN invariant 6: no failure after data access).
+MAX_UNIT_ROWS = 2**31
 
 
 def unit_index_query(
@@ -72,8 +75,9 @@ def rotation_condition(dialect: Dialect = DUCKDB) -> str:
     keeps, exactly as with a per-unit offset; and given a fresh r, ``r mod n_u`` is uniform on
     0..n_u-1 up to a bias below n_u / 2**31, so each row stays with probability C / n_u (the bias moves
     which rows are likelier, never how many: privacy holds for any rule that keeps at most C of a
-    unit's rows by that unit's rows alone). The sum stays in 32 bits while n_u <= 2**31; a unit with
-    more rows makes the statement fail after reading (a charged failure). Rows with a
+    unit's rows by that unit's rows alone). The sum stays in 32 bits while n_u <= 2**31
+    (``MAX_UNIT_ROWS``), which registration guarantees: ``index_units`` refuses a snapshot with a
+    larger unit, so a release never meets one. Rows with a
     NULL unit have NULL hidden columns, so the condition is NULL for them and a WHERE drops them.
     (Portable engines keep a per-unit keyed offset: ``_sql_portable``, computed alike by Spark.)
     """

@@ -6,7 +6,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from dpsense.core.errors import UsageError
+from dpsense.core.errors import InvalidData, UsageError
 from dpsense.engine import DuckDBEngine, _sql, _sql_index, count_rows
 from dpsense.noise.entropy import random_bytes
 
@@ -114,3 +114,24 @@ def test_checked_public_keys_are_remembered_but_never_wrongly() -> None:
         for bad in ([1.0, 2.0, 3.0], [True, 2, 3], [1, 1, 3]):
             with pytest.raises(UsageError):
                 e.group_aggregates(view, group_column="g", keys=bad, aggregates=[count_rows()])
+
+
+def test_a_unit_above_the_rotation_limit_is_refused_at_registration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 32-bit rotation cannot overflow in a release: indexing refuses a larger unit (the limit lowered here)."""
+    rows = frame()
+    largest = int(rows["person"].value_counts().max())
+    monkeypatch.setattr(_sql_index, "MAX_UNIT_ROWS", largest - 1)
+    con = duckdb.connect()
+    with DuckDBEngine(connection=con) as e:
+        e.register("t", rows)
+        tables = "SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_')"
+        before = con.execute(tables).fetchone()
+        with pytest.raises(InvalidData, match="more than"):
+            e.index_units("t", unit_column="person", key=random_bytes(32))
+        assert e._indexes == {}
+        assert con.execute(tables).fetchone() == before  # the refused copy is gone
+    monkeypatch.setattr(_sql_index, "MAX_UNIT_ROWS", largest)
+    with DuckDBEngine() as e:
+        e.register("t", rows)
+        e.index_units("t", unit_column="person", key=random_bytes(32))  # at the limit: indexed
+        assert e._indexes == {"t": "person"}
