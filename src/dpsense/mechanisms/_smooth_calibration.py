@@ -1,7 +1,7 @@
 """Exact constants of the smooth-sensitivity noise calibrations (used by ``smooth_noise``).
 
 Decimal helpers that round in the safe direction (s and t down, delta bounds up) and the per-family
-calibrations of ALGORITHMS.md 3.3 (pure ε, (ε, δ), zCDP); see ``smooth_noise`` for the table.
+calibrations of docs/math.md section 3.3 (pure ε, (ε, δ), zCDP); see ``smooth_noise`` for the table.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _pure(
 
 
 def laplace_delta_bound(epsilon_shift: Fraction, epsilon_dilation: Fraction, beta: Fraction) -> Fraction:
-    """An upper bound on e^{ε_s} exp(-(ε_d + β)/(e^β - 1)), the δ of Laplace noise (ALGORITHMS.md 3.3).
+    """An upper bound on e^{ε_s} exp(-(ε_d + β)/(e^β - 1)), the δ of Laplace noise (docs/math.md section 3.3).
 
     Derivation: the dilation term -λ + (e^λ - 1)|v| exceeds ε_d only when |v| > (ε_d + β)/(e^β - 1)
     (worst λ = β); |v| = |u + Δ| with |Δ| <= s = ε_s, so that event has probability at most

@@ -1,10 +1,10 @@
 """Local and smooth sensitivity of order statistics (median, quantiles) and PTR distances.
 
-Setting (ALGORITHMS.md section 4): values clipped to public bounds [L, U], sorted
+Setting (docs/math.md section 4): values clipped to public bounds [L, U], sorted
 x_(1) <= ... <= x_(n), padded with x_(i) = L for i <= 0 and x_(i) = U for i >= n + 1. The statistic is
 the order statistic of public rank r. The median is rank ``median_rank(n) = (n + 1) // 2``: the middle
 value for odd n and the *lower* middle value n/2 for even n. Never the average of the two middle
-values: the formulas below do not apply to it (ALGORITHMS.md section 4).
+values: the formulas below do not apply to it (docs/math.md section 4).
 
 **Adjacency.** Every formula here is for *replace* adjacency with n public (NRS07 section 3). Under
 add/remove adjacency dpsense requires a declared public n (``public_n``) and never reads the count
@@ -17,18 +17,18 @@ add/remove. A unit owning up to C records is handled by ``dpsense.sensitivity.sm
 **Guarantees.**
 
 * ``order_statistic_local_sensitivity`` is the exact LS = A^(0). It never calibrates noise alone
-  (ALGORITHMS.md section 2: the noise magnitude itself would leak).
+  (docs/math.md section 2: the noise magnitude itself would leak).
 * ``OrderStatisticFamily`` is U_k = A^(k) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)), exactly
-  max_{d(x,y)<=k} LS(y) (NRS07; verified by brute force in ALGORITHMS.md and in our tests), capped at
+  max_{d(x,y)<=k} LS(y) (NRS07; verified by brute force in our tests; docs/math.md section 4.1), capped at
   G = U - L. It is a monotone family, so ``smooth_upper_bound`` gives S* itself, a beta-smooth upper
-  bound on LS (ALGORITHMS.md 3.2).
+  bound on LS (docs/math.md section 3.2).
 * ``order_statistic_smooth_sensitivity_dc`` is NRS07's O(n log n) divide and conquer for the same S*.
 * ``smooth_order_statistic`` / ``median_smooth_sensitivity`` compute the same S* in O(n) from raw
   values: only the order statistics within K of r matter, where the early stop happens at
   K <= ceil(ln(G / S) / beta); they are pulled out with ``np.partition`` around r and the window is
   grown until the early stop triggers inside it. Beyond the window the family answers "unknown"
-  (infinity, capped to G by ``smooth_upper_bound``), which is the truncated family of ALGORITHMS.md
-  3.2 and hence always a valid smooth bound; growing until the stop happens inside the window makes
+  (infinity, capped to G by ``smooth_upper_bound``), which is the truncated family of docs/math.md
+  section 3.2 and hence always a valid smooth bound; growing until the stop happens inside the window makes
   the result equal, bit for bit, to the loop on the fully sorted data.
 * ``order_statistic_distance`` is gamma_L(x) = min{k : A^(k)(x) > b} (capped), the exact distance to
   instability for the order statistic, 1-Lipschitz, and gamma >= 1 implies LS <= b (section 5).
@@ -43,7 +43,7 @@ The running time of the early-stopping computations depends on the data (use ``c
 public amount of loop work).
 
 Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis",
-STOC 2007 (section 3, median; "Algorithm 1" divide and conquer); ALGORITHMS.md sections 2-5.
+STOC 2007 (section 3, median; "Algorithm 1" divide and conquer); docs/math.md sections 2-5.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class _PaddedRanks:
 
     Ranks <= 0 are L and ranks >= n + 1 are U. When the stretch starts at rank <= 0 (ends at >= n + 1)
     it is padded on that side; otherwise a rank outside it is *unknown*: ``upper`` then returns
-    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of ALGORITHMS.md 3.2,
+    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of docs/math.md section 3.2,
     still monotone -- and records that it happened in ``truncated``.
     """
 
@@ -162,7 +162,7 @@ class OrderStatisticFamily(_PaddedRanks):
     """The exact monotone family U_k = A^(k) for the order statistic of rank r (replace, n public).
 
     A^(k)(x) = max_{d(x,y)<=k} LS(y) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)) with pads L, U
-    (NRS07 section 3; ALGORITHMS.md section 4, verified by brute force), capped at G = U - L (the
+    (NRS07 section 3; docs/math.md section 4, verified by brute force), capped at G = U - L (the
     global sensitivity; A^(k) = G for k >= n). ``upper(k)`` costs O(k). Use it with
     ``smooth_upper_bound`` (S*, beta-smooth), ``distance_to_instability`` (PTR) or ``PersonLevel``
     (a unit owning C records: exactly C per unit under replace adjacency).
@@ -190,7 +190,7 @@ class OrderStatisticFamily(_PaddedRanks):
 def order_statistic_local_sensitivity(sorted_values: ArrayLike, rank: int, bounds: BoundsLike) -> float:
     """Exact LS of the rank-r order statistic: max(x_(r) - x_(r-1), x_(r+1) - x_(r)), pads L, U.
 
-    For analysis only: calibrating noise to LS alone is not private (ALGORITHMS.md section 2; the
+    For analysis only: calibrating noise to LS alone is not private (docs/math.md section 2; the
     noise magnitude itself leaks). Replace adjacency, n public; rounded upward.
     """
     return OrderStatisticFamily(sorted_values, rank, bounds).upper(0)
@@ -202,7 +202,7 @@ def order_statistic_smooth_sensitivity(
     """S* = max_k e^{-k beta} A^(k): the smooth sensitivity by the early-stopping loop (replace, n public).
 
     Runs ``smooth_upper_bound`` on ``OrderStatisticFamily`` (tail term included); O(n + K^2) after
-    sorting, K <= ceil(ln(G / S*) / beta). Beta-smooth upper bound on LS (ALGORITHMS.md 3.2, 4).
+    sorting, K <= ceil(ln(G / S*) / beta). Beta-smooth upper bound on LS (docs/math.md sections 3.2 and 4).
     """
     family = OrderStatisticFamily(sorted_values, rank, bounds)
     return smooth_upper_bound(family, beta=beta, constant_work=constant_work)
@@ -211,7 +211,7 @@ def order_statistic_smooth_sensitivity(
 def order_statistic_distance(
     sorted_values: ArrayLike, rank: int, bounds: BoundsLike, proposed_bound: float, cap: int
 ) -> int:
-    """PTR distance gamma(x) = min{k : A^(k)(x) > b}, capped at ``cap`` (ALGORITHMS.md section 5).
+    """PTR distance gamma(x) = min{k : A^(k)(x) > b}, capped at ``cap`` (docs/math.md section 5).
 
     Since A^(k) is exact, this is the true distance to instability min{d(x,y) : LS(y) > b} (capped):
     1-Lipschitz, >= 0, and gamma >= 1 implies LS(x) <= b. Replace adjacency, n public. Work O(cap^2).
@@ -345,7 +345,7 @@ def smooth_order_statistic(
         values: raw values (any order), clipped to ``bounds`` here; or ``RankedValues`` already
             clipped to ``bounds`` (only the window of ranks the bound needs is read from them).
         bounds: public clipping bounds [L, U].
-        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (ALGORITHMS.md 3.3).
+        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (docs/math.md section 3.3).
         rank: public rank in 1..n; default ``median_rank(n)`` (lower median for even n).
         adjacency: REPLACE (n = len(values) is public) or ADD_REMOVE (``public_n`` required; the data
             are resized to it with ``resize_to_public_n`` semantics).
