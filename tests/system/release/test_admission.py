@@ -96,7 +96,7 @@ def _unchanged(s: dp.Session, run: Callable[[], object], error: type[Exception],
 def test_refused_before_the_ledger_through_release(session: tuple[dp.Session, dp.Dataset], case: str) -> None:
     s, events = session
     build, kwargs, _, error, names = CASES[case]
-    _unchanged(s, lambda: s.release(build(events), **kwargs), error, names)  # type: ignore[arg-type]
+    _unchanged(s, lambda: s.release(build(events), **kwargs), error, names)
 
 
 @pytest.mark.parametrize("case", sorted(c for c in CASES if CASES[c][2] is not None))
@@ -104,7 +104,7 @@ def test_refused_before_the_ledger_through_sql(session: tuple[dp.Session, dp.Dat
     s, _ = session
     _, kwargs, text, error, names = CASES[case]
     assert text is not None
-    _unchanged(s, lambda: s.sql(text, **kwargs), error, names)  # type: ignore[arg-type]
+    _unchanged(s, lambda: s.sql(text, **kwargs), error, names)
 
 
 def test_the_mechanism_keeps_the_same_rule() -> None:
