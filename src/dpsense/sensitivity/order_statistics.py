@@ -73,7 +73,7 @@ from dpsense.sensitivity._order_dc import (
 )
 from dpsense.sensitivity.public_n import _resolve_size
 from dpsense.sensitivity.public_n import resize_to_public_n as resize_to_public_n
-from dpsense.sensitivity.smooth import PersonLevel, distance_to_instability, smooth_upper_bound
+from dpsense.sensitivity.smooth import MAX_SMOOTH_TERMS, PersonLevel, distance_to_instability, smooth_upper_bound
 
 F64 = NDArray[np.float64]
 
@@ -372,7 +372,7 @@ def smooth_order_statistic(
     r = median_rank(n) if rank is None else _check_rank(rank, n)
     cap = sub_up(hi, lo)
     if constant_work is None:
-        width = math.ceil(_WINDOW_LOG_RATIO / b)
+        width = min(math.ceil(_WINDOW_LOG_RATIO / b), MAX_SMOOTH_TERMS + 1)  # the loop's public bound
     else:
         width = check_count(constant_work, name="constant_work", minimum=1)
     width *= c

@@ -65,12 +65,21 @@ def _check_beta(beta: float) -> float:
     return b
 
 
+#: The most terms ``smooth_upper_bound`` evaluates without ``constant_work``: a public bound on its work
+#: (each U_k costs up to O(k)), whatever the data and however small beta is. Truncating there and adding
+#: the tail term e^{-K beta} G keeps S beta-smooth (the truncated family, module docstring); the tail
+#: only matters when beta < ln(2^52) / 2^13, about 4.4e-3, where S is close to G anyway.
+MAX_SMOOTH_TERMS = 1 << 13
+
+
 def smooth_upper_bound(family: MonotoneFamily, *, beta: float, constant_work: int | None = None) -> float:
     """S(x) = max(max_{k<K} e^{-k beta} min(G, U_k(x)), e^{-K beta} G): a beta-smooth upper bound on LS.
 
     Without ``constant_work`` the loop stops at the first K with e^{-K beta} G <= the running maximum
-    (then S equals the untruncated value). With ``constant_work=K`` it evaluates exactly K terms, a
-    public amount of work whatever the data, and adds the tail term e^{-K beta} G.
+    (then S equals the untruncated value), or at K = ``MAX_SMOOTH_TERMS`` with the tail term added
+    (a tiny beta on ties would otherwise loop for up to n terms of O(n) each after the data was read).
+    With ``constant_work=K`` it evaluates exactly K terms, a public amount of work whatever the data,
+    and adds the tail term e^{-K beta} G.
     """
     b = _check_beta(beta)
     G = float(family.cap)
@@ -82,7 +91,7 @@ def smooth_upper_bound(family: MonotoneFamily, *, beta: float, constant_work: in
         tail = math.exp(-k * b) * G
         if constant_work is None and tail <= best:
             return best
-        if constant_work is not None and k == constant_work:
+        if k == (MAX_SMOOTH_TERMS if constant_work is None else constant_work):
             return max(best, tail)
         best = max(best, math.exp(-k * b) * min(G, family.upper(k)))
         k += 1
