@@ -1,9 +1,12 @@
 """Data-dependent release steps: order statistics, minimum distance, trimmed mean, triangle count, keys.
 
 These mechanisms calibrate to the data (smooth sensitivity, inverse sensitivity, the exponential
-mechanism) and run per record; every step here runs at the plan step's ε / C per record so that group
-privacy (Dwork-Roth Thm 2.2) gives the step's ε for a unit of C rows, and public groups compose in
-parallel. No data-dependent scale is ever reported as accuracy.
+mechanism) and run per record; every step here runs at the plan step's ε / M per call (M, the step's
+``record_cost``: C, or more under replace with public groups, where a replaced unit can leave one group
+while its replacement enters another; ``query._planner_rules.unit_record_cost``), so that group privacy
+(Dwork-Roth Thm 2.2) over the public groups gives the step's ε for a unit. Every step is total: empty
+groups, one record and ties give the mechanism's own answer, never an exception (DESIGN invariant 6).
+No data-dependent scale is ever reported as accuracy.
 """
 
 from __future__ import annotations
@@ -103,15 +106,16 @@ class DataDependentSteps(ABC):
     ) -> tuple[Output, list[PrivacyLoss]]:
         """A noisy count as the public n, then the statistic on the values resized to that n.
 
-        Step 1 (global sensitivity, Laplace): n^ = max(1, round(noisy count of present values)), a
-        release. Step 2 runs on the values resized to n^ (``sensitivity.public_n``: padding with L and U
-        or trimming alternately, so one added or removed record is at most one replacement): smooth
-        sensitivity (Cauchy noise), inverse sensitivity, or Propose-Test-Release, at the step's ε / C
-        per call of ``step.changes_per_call`` record changes, so group privacy over the step's
-        ``record_cost`` calls gives the step's loss for a unit, also when a replaced unit leaves one
-        public group while its replacement enters another (``query._planner_rules.unit_record_cost``).
-        Each public group has its own n^. The order statistic's rank
-        is ceil(q n^) (the median rank (n^ + 1) // 2), the trimmed mean trims floor(t n^) at each end.
+        Step 1 (global sensitivity, Laplace): n^ = round(noisy count of present values) clamped to
+        [1, the public cap] (``public_size``), a release followed by post-processing. Step 2 runs on
+        the values resized to n^ (``sensitivity.public_n``: padding with L and U or trimming
+        alternately, so one added or removed record is at most one replacement): smooth sensitivity
+        (Cauchy noise), inverse sensitivity, or Propose-Test-Release, at the step's ε / M per call of
+        ``step.changes_per_call`` record changes, so group privacy over the step's ``record_cost`` calls gives
+        the step's loss for a unit, also when a replaced unit leaves one public group while its replacement
+        enters another (``query._planner_rules.unit_record_cost``). Each public group has its own n^. The order
+        statistic's rank is ceil(q n^) (the median rank (n^ + 1) // 2), the trimmed mean trims floor(t n^) at
+        each end.
         """
         low, high = inward_interval(*agg.bounds[0])
         groups: list[NDArray[np.float64] | RankedValues]
@@ -120,7 +124,8 @@ class DataDependentSteps(ABC):
         else:
             groups = [*self.present_values(agg, value_step)]
         noisy = additive_noise(count_step, np.array([x.size for x in groups], dtype=np.float64))
-        public_ns = [max(1, round(float(v))) for v in np.atleast_1d(noisy.value)]
+        cap = public_size_cap(self.max_collect_rows, value_step.mechanism)
+        public_ns = [public_size(float(v), cap) for v in np.atleast_1d(noisy.value)]
         values: list[Any] = []
         notes: set[str] = set()
         for x, n in zip(groups, public_ns, strict=True):
@@ -131,7 +136,7 @@ class DataDependentSteps(ABC):
             f"{value_step.mechanism} on the values resized to the released noisy count n^; the noise scale "
             "depends on the data, so no error bound is published. " + " ".join(sorted(notes))
         ).strip()
-        post = ["the noisy count rounded to an integer >= 1 and used as the public n"]
+        post = [f"the noisy count rounded to an integer in [1, {cap}] and used as the public n"]
         return Output(agg.name, values, [None] * len(values), note, post), [noisy.loss, value_step.loss]
 
     def _reads_by_rank(self, agg: AggregateIR, step: PlanStep) -> bool:
@@ -338,6 +343,35 @@ class _EngineRanks:
         )
         keep = (window.ranks >= first) & (window.ranks <= last)
         return window.values[keep]
+
+
+#: The largest public n a statistic resizes its values to: 2^25 values (256 MiB of float64). The noisy
+#: count's tail at a tiny ε would otherwise ask for an array no machine holds, a failure after data
+#: access (DESIGN invariant 6); clamping a released count to a public constant is post-processing.
+MAX_PUBLIC_SIZE = 1 << 25
+#: Lower caps for mechanisms whose work grows faster than n log n: the inverse-sensitivity trimmed mean
+#: is quadratic in n (1 s at 2^15 values on this project's test machine). Above the cap the values are
+#: resized to the cap, i.e. the extremes are trimmed alternately (``sensitivity.public_n``).
+_SIZE_CAPS = {"inverse_sensitivity_trimmed_mean": 1 << 15}
+
+
+def public_size_cap(collect_bound: int | None, mechanism: str = "") -> int:
+    """The public cap on n^: the policy's population x C when known, at most the mechanism's size cap.
+
+    No view of a registered snapshot holds more than population x C values; the size cap is 2^25, or
+    2^15 for the quadratic inverse-sensitivity trimmed mean.
+    """
+    top = _SIZE_CAPS.get(mechanism, MAX_PUBLIC_SIZE)
+    return top if collect_bound is None else max(1, min(collect_bound, top))
+
+
+def public_size(noisy_count: float, cap: int) -> int:
+    """n^: the noisy count rounded and clamped to [1, cap] (post-processing; any finite or infinite value)."""
+    if not noisy_count < cap:  # also +inf and NaN: the public cap
+        return cap
+    if not noisy_count > 1:  # also -inf
+        return 1
+    return max(1, round(noisy_count))
 
 
 def _array(values: NDArray[np.float64] | RankedValues) -> NDArray[np.float64]:

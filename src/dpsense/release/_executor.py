@@ -10,9 +10,10 @@ Rules kept here:
 
 * every step runs on a bounded view: at most C rows (and C0 groups) per unit, chosen by a keyed hash
   under a fresh secret salt per release, after the public filters;
-* data-dependent mechanisms (quantiles, minimum distance) run at the step's ε / C per record, so that
-  group privacy (Dwork-Roth Thm 2.2) gives the step's ε for the unit; per public group they compose in
-  parallel (each unit's C rows are split across the groups);
+* data-dependent mechanisms (quantiles, minimum distance) run at the step's ε / M per call, M the step's
+  record cost (C; 2C or C plus the odd parts under replace with public groups, where a replaced unit can
+  leave one group while its replacement enters another), so that group privacy (Dwork-Roth Thm 2.2)
+  over the public groups gives the step's ε for the unit;
 * accuracy is reported only where it is a function of public facts: the global-sensitivity noise scale,
   and for a mean with a noisy denominator a bound computed from the released noisy count (post-processing);
   a data-dependent scale (smooth sensitivity) is never reported;
@@ -449,8 +450,9 @@ def collect_bound(plan: Plan, population: int | None) -> int | None:
     """The public worst case of rows a release collects: population x the largest C of a collecting step.
 
     ``None`` when no step collects or the population is unknown. A unit keeps at most C rows of a
-    view, and the policy's population bounds the number of units, so a view holding more rows shows
-    that the declared population is wrong (a charged failure, found only by reading).
+    view, and the policy's population bounds the number of units (registration refuses a snapshot
+    with more units: ``release._datasets.check_population``), so no view of a registered snapshot
+    holds more rows; the engine's check stays as defence in depth.
     """
     rows = [s.max_rows_per_unit for s in plan.steps if s.statistic in COLLECTING_KINDS and s.part is StepPart.VALUE]
     bounded = [r for r in rows if r is not None]
