@@ -11,7 +11,10 @@ in depth but can no longer trip on an admitted release):
   ``mechanisms.laplace.laplace_scale_ok``, ``mechanisms.gaussian.gaussian_scale_ok``), checked at
   the largest number of groups the release can have (the scale grows with it);
 * PTR: ``mechanisms.ptr.check_plan_parameters`` on the per-record (ε_r / 2, δ_r) the executor runs
-  the test and the release at. None of these limits depends on n, so they hold for every n^.
+  the test and the release at, and a work limit: the distance scan may take up to
+  ``ptr_distance_cap(ε_r / 2, δ_r)`` steps (about 20 / ε_test), refused above ``MAX_PTR_SCAN`` so no
+  admitted release scans for hours after the charge. None of these limits depends on n, so they hold
+  for every n^.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from dpsense.core.privacy_loss import ApproxDP
 from dpsense.engine import TableInfo, check_predicates, predicate
 from dpsense.mechanisms.gaussian import gaussian_scale_ok
 from dpsense.mechanisms.laplace import laplace_scale_ok
-from dpsense.mechanisms.ptr import check_plan_parameters
+from dpsense.mechanisms.ptr import check_plan_parameters, ptr_distance_cap
 from dpsense.noise import exact
 from dpsense.query import AggregateKind, Plan, PlanStep, QueryIR, StepPart
 from dpsense.release._steps import _sensitivity, ptr_record_budget
 
 _ADDITIVE = ("laplace", "gaussian", "geometric", "approx_bounds")
 _FIX = "ask for a larger epsilon (or, for a grouped release, fewer public keys)"
+#: The most distances a release's PTR scan may evaluate (the public cap of ``ptr_distance_cap``): 2^20.
+MAX_PTR_SCAN = 1 << 20
 
 
 def admit(
@@ -108,3 +113,11 @@ def _admit_ptr(ir: QueryIR, plan: Plan, step: PlanStep) -> None:
         delta=delta_r,
         proposed_bound=agg.proposed_bound if agg.proposed_bound is not None else 1,
     )
+    if ptr_distance_cap(eps_r / 2, delta_r) > MAX_PTR_SCAN:
+        raise InvalidPrivacyParameter(
+            "Propose-Test-Release at this ε would scan up to ~20/epsilon_test distances after the charge "
+            f"(epsilon_test = ε / (2 x {step.unit_cost}) per record here), more than the release system's "
+            f"limit of {MAX_PTR_SCAN}",
+            {"output": step.output, "epsilon_test": str(eps_r / 2)},
+            "ask for a larger epsilon, or a smaller contribution bound, or omit mechanism= for a pure ε-DP default",
+        )

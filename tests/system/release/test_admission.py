@@ -59,6 +59,13 @@ CASES: dict[str, tuple[Build, dict[str, object], str | None, type[Exception], st
         InvalidPrivacyParameter,
         "epsilon_test",
     ),
+    "PTR scan above the work limit": (
+        lambda d: d.query().agg(t=dp.trimmed_mean("age", 0.1, mechanism="ptr_trimmed_mean", proposed_bound=1)),
+        {"epsilon": 1e-6, "delta": 1e-9},
+        None,
+        InvalidPrivacyParameter,
+        "limit of 1048576",
+    ),
     "filter literal of the wrong kind": (
         lambda d: d.query().filter("region", "==", 0).agg(n=dp.count()),
         {"epsilon": 0.5},
