@@ -55,7 +55,7 @@ from dpsense.release._sql import SqlRelease
 from dpsense.release._steps import loss_pair
 
 #: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
-MECHANISM_VERSION = "dpsense-release/1"
+MECHANISM_VERSION = "dpsense-release/2"
 _SALT_BYTES = 32
 _ROLES = ("analyst", "steward")
 
