@@ -53,12 +53,14 @@ from dpsense.query._planner_rules import (
     GLOBAL_MECHANISMS,
     THEOREMS,
     Choice,
+    RecordCost,
     calibrated_changes,
     centered_sensitivity_for,
     choose,
     count_sensitivity,
     norm_for,
     public_n_mean_sensitivity,
+    record_cost_family,
     squares_sensitivity,
     sum_sensitivity_for,
     unit_record_cost,
@@ -543,9 +545,11 @@ def _explain_step(s: PlanStep, public_n: int | None) -> str:
     if s.mechanism_epsilon != s.loss.epsilon:
         text += f" (run at ε = {_num(s.mechanism_epsilon)} per row: group privacy over the unit's rows"
         if s.record_cost is not None and s.max_rows_per_unit is not None and s.record_cost > s.max_rows_per_unit:
-            text += (
-                f", {s.record_cost} record changes: a replaced unit can leave one group while its "
-                "replacement enters another"
+            why = (
+                "each replaced row is a removal and an addition"
+                if record_cost_family(s.mechanism) is RecordCost.ONE_CHANGE
+                else "a replaced unit can leave one group while its replacement enters another"
             )
+            text += f", a unit's change costs {s.record_cost} record changes: {why}"
         text += ")"
     return text + "."
