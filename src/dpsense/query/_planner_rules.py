@@ -75,7 +75,7 @@ _SMOOTH_DEFAULT = {
     AggregateKind.TRIANGLE_COUNT: "smooth_triangle_count",
 }
 
-_PTR = "Propose-Test-Release with a distance-to-instability test, Dwork-Lei 2009 (ALGORITHMS.md section 5)"
+_PTR = "Propose-Test-Release with a distance-to-instability test, Dwork-Lei 2009 (docs/math.md section 5)"
 
 THEOREMS: dict[str, str] = {
     "laplace": "Laplace mechanism, Dwork-Roth Thm 3.6",

@@ -181,7 +181,7 @@ def _check_beta(beta: float) -> float:
         raise InvalidPrivacyParameter(
             "the smoothing parameter beta must be finite and > 0",
             beta,
-            "derive beta from (epsilon, delta) and the noise family (ALGORITHMS.md 3.3), never from the data",
+            "derive beta from (epsilon, delta) and the noise family (docs/math.md section 3.3), never from the data",
         )
     return value
 
