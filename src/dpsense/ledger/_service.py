@@ -8,10 +8,20 @@ API tokens
     lookup key and ``<secret>`` (32 random bytes, URL-safe base64) is never stored. The ledger keeps
     ``sha256(salt || secret)`` with a fresh 16-byte salt per token. A 256-bit random secret cannot be
     guessed, so a fast hash is enough (no password stretching); the salt keeps equal secrets from
-    sharing a stored hash and stops a precomputed table. ``verify_token`` compares in constant time
-    (``hmac.compare_digest``) and hashes once even for an unknown id, so its time does not tell a
-    known id from an unknown one. Creating and revoking a token are audited (id, analyst, role; never
-    the secret or its hash).
+    sharing a stored hash and stops a precomputed table. Creating and revoking a token are audited
+    (id, analyst, role; never the secret or its hash).
+
+    The format is strict (``TOKEN_PATTERN``, ``TOKEN_LENGTH``): ``dps_``, 16 lowercase hex digits,
+    ``_``, then exactly the 43 characters of the secret's canonical unpadded URL-safe base64. Padding
+    (``=``), whitespace, other characters, another length or a non-canonical encoding of the same
+    bytes are refused before any lookup, with the same answer as an unknown token (``None``).
+
+    ``verify_token`` does the same work for a known and an unknown id: one statement that always
+    reads one stored row (the token's, or for an unknown id the oldest token's, so the index probe
+    and the row read happen either way), one hash of ``salt || secret`` and two constant-time
+    comparisons (``hmac.compare_digest``: the id, the hash) against that row or a dummy; the checks
+    of revocation and role are combined only after all of that. A malformed token skips the lookup
+    (its format is public) but is still hashed once.
 
 Spend times
     ``spend_timeline(dataset)`` lists every charge that spends (reserved, committed, failed,
@@ -22,10 +32,10 @@ Spend times
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -47,8 +57,20 @@ TOKEN_PREFIX = "dps"
 _ID_BYTES = 8
 _SECRET_BYTES = 32
 _SALT_BYTES = 16
-#: The hash an unknown token id is compared against, so that lookups take the same work either way.
+_SECRET_CHARS = 43  # len(base64url(32 bytes)) without padding
+#: The exact length of a token: ``dps_`` + 16 hex digits + ``_`` + 43 base64url characters.
+TOKEN_LENGTH = len(TOKEN_PREFIX) + 1 + 2 * _ID_BYTES + 1 + _SECRET_CHARS
+#: The exact format of a token (lowercase hex id, unpadded URL-safe base64 secret, nothing else).
+TOKEN_PATTERN = re.compile(rf"{TOKEN_PREFIX}_([0-9a-f]{{{2 * _ID_BYTES}}})_([A-Za-z0-9_-]{{{_SECRET_CHARS}}})")
+#: The salt, hash and id an unknown or malformed token is compared against (the same work either way).
 _DUMMY_SALT = b"\x00" * _SALT_BYTES
+_DUMMY_HASH = "0" * 64
+_DUMMY_ID = "-" * (2 * _ID_BYTES)  # never a stored id (not hex)
+#: One row whatever the id: the token's, else the oldest token's (both cost an index probe and a row read).
+_LOOKUP_SQL = (
+    "SELECT token_id, analyst, role, salt, token_hash, revoked_at FROM api_tokens"
+    " WHERE id = COALESCE((SELECT id FROM api_tokens WHERE token_id = ?), (SELECT MIN(id) FROM api_tokens))"
+)
 
 
 @dataclass(frozen=True)
@@ -115,25 +137,26 @@ class ServiceOps:
         return f"{TOKEN_PREFIX}_{token_id}_{_encode(secret)}"
 
     def verify_token(self, token: str) -> TokenIdentity | None:
-        """Who ``token`` speaks for, or ``None`` when it is malformed, unknown, wrong or revoked."""
+        """Who ``token`` speaks for, or ``None`` when it is malformed, unknown, wrong or revoked.
+
+        Every refusal is the same ``None``; known and unknown ids cost the same work (module docstring).
+        """
         parsed = _parse(token)
-        token_id, secret = parsed if parsed is not None else ("", b"")
-        with self._backend.read() as tx:
-            rows = (
-                tx.execute(
-                    "SELECT analyst, role, salt, token_hash, revoked_at FROM api_tokens WHERE token_id = ?", (token_id,)
-                )
-                if parsed is not None
-                else []
-            )
-        if not rows:
-            hmac.compare_digest(_digest(_DUMMY_SALT, secret), "0" * 64)  # the same work as a known id
+        token_id, secret = parsed if parsed is not None else (_DUMMY_ID, b"")
+        rows: list[tuple[object, ...]] = []
+        if parsed is not None:
+            with self._backend.read() as tx:
+                rows = [tuple(r) for r in tx.execute(_LOOKUP_SQL, (token_id,))]
+        stored_id, analyst, role, salt, stored_hash, revoked_at = (
+            rows[0] if rows else (_DUMMY_ID, "", "", _DUMMY_SALT, _DUMMY_HASH, None)
+        )
+        same_id = hmac.compare_digest(str(stored_id).encode("utf-8"), token_id.encode("utf-8"))
+        same_hash = hmac.compare_digest(
+            _digest(_as_bytes(salt), secret).encode("utf-8"), str(stored_hash).encode("utf-8")
+        )
+        if not (parsed is not None and rows and same_id and same_hash) or revoked_at is not None or role not in ROLES:
             return None
-        analyst, role, salt, stored, revoked_at = rows[0]
-        matches = hmac.compare_digest(_digest(bytes(salt), secret), str(stored))
-        if not matches or revoked_at is not None or role not in ROLES:
-            return None
-        return TokenIdentity(token_id, str(analyst), role)
+        return TokenIdentity(token_id, str(analyst), "steward" if role == "steward" else "analyst")
 
     def revoke_token(self, token_id: str) -> bool:
         """Revoke a token by its public id; returns False when no active token has that id."""
@@ -182,17 +205,23 @@ def _encode(secret: bytes) -> str:
     return base64.urlsafe_b64encode(secret).decode("ascii").rstrip("=")
 
 
+def _as_bytes(value: object) -> bytes:
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
+
+
 def _parse(token: object) -> tuple[str, bytes] | None:
-    """``(id, secret bytes)`` of a well-formed token, else ``None``."""
-    if not isinstance(token, str) or len(token) > 200:
+    """``(id, secret bytes)`` of a token in the exact format (``TOKEN_PATTERN``), else ``None``.
+
+    The length is checked first (no pattern runs on a long input); the secret must be the canonical
+    encoding of its 32 bytes, so no second spelling of one token is accepted.
+    """
+    if not isinstance(token, str) or len(token) != TOKEN_LENGTH:
         return None
-    prefix, _, rest = token.partition("_")
-    token_id, _, encoded = rest.partition("_")
-    if prefix != TOKEN_PREFIX or len(token_id) != 2 * _ID_BYTES or not encoded:
+    match = TOKEN_PATTERN.fullmatch(token)
+    if match is None:
         return None
-    try:
-        bytes.fromhex(token_id)
-        secret = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-    except (ValueError, binascii.Error):
+    token_id, encoded = match.group(1), match.group(2)
+    secret = base64.urlsafe_b64decode(encoded + "=")  # the alphabet and length are already exact
+    if len(secret) != _SECRET_BYTES or _encode(secret) != encoded:
         return None
-    return (token_id, secret) if len(secret) == _SECRET_BYTES else None
+    return token_id, secret
