@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import DPSenseError, InvalidData, UsageError
+from dpsense.core.errors import DPSenseError, InvalidData, InvalidPrivacyParameter, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
 from dpsense.engine import ClippedSum, Engine
 from dpsense.ledger import Ledger
@@ -83,6 +83,8 @@ def register(
     progress: Progress = no_progress,
 ) -> Dataset:
     """Register ``source`` as snapshot ``snapshot`` of ``name`` (see the module docstring)."""
+    if name in ledger.dataset_names():  # before the data is read
+        check_kept_budget(ledger, name, policy)
     staging = f"{name}@{snapshot}"
     total = len(REGISTRATION_STAGES)
     progress(REGISTRATION_STAGES[0], 0, total)
@@ -141,6 +143,22 @@ def register(
     except BaseException:
         engine.forget(staging)
         raise
+
+
+def check_kept_budget(ledger: Ledger, name: str, policy: PrivacyPolicy) -> None:
+    """Refuse a new snapshot's policy that the dataset's budget breaks (the snapshot keeps that budget).
+
+    A new snapshot of a registered dataset spends the budget the ledger already holds, not the one
+    passed to ``register_dataset``: the policy rules (δ rule, per-release ε cap) must hold for it.
+    """
+    try:
+        policy.check_budget(ledger.budget(name).cap)
+    except InvalidPrivacyParameter as exc:
+        raise InvalidPrivacyParameter(
+            f"a new snapshot keeps the dataset's budget, which breaks its policy: {exc.rule}",
+            exc.value,
+            f"{exc.fix}; or change the dataset's budget first with set_budget",
+        ) from None
 
 
 def check_population(engine: Engine, table: str, *, unit: str, population: int) -> None:
