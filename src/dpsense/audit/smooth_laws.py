@@ -206,7 +206,7 @@ class SmoothStatistic:
         public = self.release(data, noise).details
         plan = noise.plan
         if bound is None:
-            floor = noise_floor(float(public["public_cap"]), float(public["output_grid"]), plan)
+            floor = noise_floor(float(public["public_cap"]))
             bound = max(self.bound(data, plan.beta_float), floor)
         return SmoothLaw(self.value(data), bound, plan, float(public["output_grid"]), tuple(public["clamp"]))
 

@@ -15,19 +15,18 @@ Bun-Steinke 2019 section 3), under the adjacency the smooth bound is computed fo
 
 With ``max_records_per_unit=C`` the bound is the unit-level family U'_k (``PersonLevel``).
 
-Two public floors keep the release well defined: the output grid g is ``max(|L|, |U|) * 2**-20``
-rounded up to a power of two unless the caller names one, and S is raised to at least
-``max(G * 2**-52, g * s)`` (``noise_floor``; a public constant c keeps S beta-smooth, since
-max(S(x), c) <= max(e^beta S(x'), c) <= e^beta max(S(x'), c)), so the noise scale S/s is at least
-one grid cell: a zero or tiny bound never releases a function of f(x) alone (the float corner of
-``dpsense.noise.continuous``). Nothing data-dependent
+Two public constants keep the release well defined: the output grid g is ``max(|L|, |U|) * 2**-20``
+rounded up to a power of two unless the caller names one, and S is raised to at least G * 2**-52
+(``noise_floor``; a public constant c keeps S beta-smooth, since max(S(x), c) <= max(e^beta S(x'), c)
+<= e^beta max(S(x'), c)). A noisy value on an exact half-grid point (the float corner of
+``dpsense.noise.continuous``: a bound at its floor adds less than one ulp) is rounded up or down by a
+fresh fair bit, as the ideal mechanism's output would be by symmetry. Nothing data-dependent
 (f(x), S(x), the noise scale) appears in the result.
 """
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -78,17 +77,15 @@ def _grid(clamp: tuple[float, float], output_grid: float | None) -> float:
     return float(2.0 ** math.ceil(math.log2(magnitude * 2.0**-OUTPUT_GRID_BITS)))
 
 
-def noise_floor(cap: float, output_grid: float, plan: SmoothNoisePlan) -> float:
-    """The public floor of the smooth bound: max(G * S_FLOOR, g * s), g * s rounded up.
+def noise_floor(cap: float) -> float:
+    """The public floor of the smooth bound: G * S_FLOOR (a public constant keeps S beta-smooth).
 
-    With S >= g s the release's noise scale S/s is at least the output grid g (a public multiple of
-    it), so the noise is never negligible against a grid cell.
+    A floor at one output grid cell (g * s) was tried for the float corner of an exact half-grid tie
+    and dropped: the fair tie bit of ``smooth_noise.gridded_noisy_values`` removes that corner, and
+    the grid floor multiplied the error of sparse triangle counts at ε = 1 by about 10 and of the
+    minimum distance at ε = 0.1 by about 3.6 (benchmarks/accuracy.py, issue 13 note).
     """
-    exact = Fraction(output_grid) * plan.scale_divisor
-    grid_floor = float(exact)
-    if Fraction(grid_floor) < exact:
-        grid_floor = math.nextafter(grid_floor, math.inf)
-    return max(cap * S_FLOOR, grid_floor)
+    return cap * S_FLOOR
 
 
 def _release(
@@ -103,7 +100,7 @@ def _release(
     adjacency: str,
 ) -> MechanismResult:
     grid = _grid(clamp, output_grid)
-    floor = noise_floor(cap, grid, plan)
+    floor = noise_floor(cap)
     result = release_with_smooth_bound(value, max(bound, floor), plan, output_grid=grid, clamp=clamp)
     details = {**result.details, "statistic": statistic, "adjacency": adjacency, "public_cap": cap}
     return MechanismResult(

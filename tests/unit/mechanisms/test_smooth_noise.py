@@ -761,7 +761,7 @@ def test_the_half_grid_corner_with_the_smooth_bound_at_its_floor_is_not_determin
     # issue 13 finding 6: all records at a half-grid point of a far-from-zero public range, so the
     # smooth bound sits at its floor; a floor of G 2^-52 gave noise far below one ulp of f(x), the
     # float sum was f(x) itself and the release was one cell with certainty (the ideal mechanism
-    # releases either neighbour with probability 1/2). The floor is now a public multiple of the grid.
+    # releases either neighbour with probability 1/2). An exact tie now takes a fresh fair bit.
     from dpsense.mechanisms.smooth import smooth_median
 
     low = 2.0**20
