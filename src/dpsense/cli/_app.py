@@ -25,7 +25,7 @@ from dpsense.cli._audit import DEFAULT_SAMPLES
 from dpsense.cli._audit import audit as run_audit
 from dpsense.cli._engine import EngineChoice, EngineName, EngineSettings, choose_engine, open_engine
 from dpsense.cli._errors import exit_code, print_error
-from dpsense.cli._options import KINDS, POLICIES, parse_bounds, parse_choices, parse_counts, parse_keys
+from dpsense.cli._options import KINDS, POLICIES, number_option, parse_bounds, parse_choices, parse_counts, parse_keys
 from dpsense.cli._progress import progress_bar
 from dpsense.cli._spec import load_policy, load_release_spec
 from dpsense.core.errors import DPSenseError, UsageError
@@ -228,7 +228,10 @@ def dataset_add(
                     name,
                     source=source,
                     privacy_unit=unit,
-                    budget=Budget(budget_epsilon, budget_delta),
+                    budget=Budget(
+                        number_option("--budget-epsilon", budget_epsilon),
+                        number_option("--budget-delta", budget_delta),
+                    ),
                     policy=the_policy,
                     adjacency=adjacency.value,
                     bounds=bounds,
@@ -355,7 +358,13 @@ def sql_release(
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
         with _session(ledger, analyst, steward, choice) as session:
             with progress_bar(io.err, "releasing") as progress:
-                result = session.sql(query, epsilon=epsilon, delta=delta, request_id=request_id, progress=progress)
+                result = session.sql(
+                    query,
+                    epsilon=number_option("--epsilon", epsilon),
+                    delta=number_option("--delta", delta),
+                    request_id=request_id,
+                    progress=progress,
+                )
             status = session.budget(result.record.dataset)
         if shape == "json":
             io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dpsense.cli._errors import SpecError, closest
+from dpsense.query._values import NUMBER_RULE, number_problem
 
 KINDS = ("numeric", "integer", "categorical", "point", "edge")
 POLICIES = ("refuse", "drop", "clamp")
@@ -27,6 +28,14 @@ def _once(option: str, parsed: Mapping[str, object], column: str, item: str) -> 
         raise SpecError(option, "each column is given once", item, f"merge the {option} options for {column!r}")
 
 
+def number_option(option: str, text: str) -> str:
+    """``text`` of a numeric option (``--epsilon 0.5``) if it keeps the size rule, else a ``SpecError``."""
+    problem = number_problem(text)
+    if problem is not None:
+        raise SpecError(option, NUMBER_RULE, problem, f"write e.g. {option} 0.5")
+    return text
+
+
 def parse_bounds(items: Sequence[str]) -> dict[str, tuple[str, str]]:
     """``["hours=0:24"]`` -> ``{"hours": ("0", "24")}`` (decimal strings: kept exact)."""
     out: dict[str, tuple[str, str]] = {}
@@ -36,7 +45,7 @@ def parse_bounds(items: Sequence[str]) -> dict[str, tuple[str, str]]:
         if not sep or not low.strip() or not high.strip():
             raise SpecError("--bound", "expected COLUMN=LOWER:UPPER", item, "write e.g. --bound hours=0:24")
         _once("--bound", out, column, item)
-        out[column] = (low.strip(), high.strip())
+        out[column] = (number_option("--bound", low.strip()), number_option("--bound", high.strip()))
     return out
 
 

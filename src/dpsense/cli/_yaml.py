@@ -2,6 +2,11 @@
 
 Every model here forbids unknown fields. An unknown field or choice is reported with the closest
 valid name (``difflib``), so ``epsilonn:`` says "did you mean 'epsilon'?" and nothing is guessed.
+
+Files are read under limits (``read_yaml``): at most ``MAX_YAML_BYTES``, ``MAX_DEPTH`` levels of
+nesting and ``MAX_VALUES`` values, no anchors or aliases, and numbers within the size rule of
+``dpsense.query._values`` (a 5000-digit number or ``.inf`` is an error naming the field, not a
+traceback). The depth is checked on PyYAML's event stream as it is read, before anything is built.
 """
 
 from __future__ import annotations
@@ -15,6 +20,14 @@ from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, mod
 from pydantic_core import PydanticCustomError
 
 from dpsense.cli._errors import SpecError, closest
+from dpsense.query._values import MAX_NUMBER_CHARS, NUMBER_RULE, number_problem
+
+#: The largest YAML file read (a release spec or policy is a few hundred bytes).
+MAX_YAML_BYTES = 1 << 20
+#: The deepest nesting of lists and mappings in a YAML file.
+MAX_DEPTH = 32
+#: The most values in a YAML file.
+MAX_VALUES = 100_000
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -53,7 +66,18 @@ def _number(value: object) -> int | float | str:
         raise PydanticCustomError(
             "not_a_number", "must be a number", {"fix": "write a number such as 0.5, 30 or '1e-8'", "input": value}
         )
+    _bounded(value)
     return value
+
+
+def _bounded(value: object) -> None:
+    problem = number_problem(value)
+    if problem is not None:
+        raise PydanticCustomError(
+            "number_too_large",
+            "{rule}",
+            {"rule": NUMBER_RULE, "fix": "write a number such as 0.5, 30 or '1e-8'", "input": problem},
+        )
 
 
 def _scalar(value: object) -> bool | int | float | str:
@@ -61,6 +85,8 @@ def _scalar(value: object) -> bool | int | float | str:
         raise PydanticCustomError(
             "not_a_literal", "must be a plain value", {"fix": "write a string, number or true/false", "input": value}
         )
+    if isinstance(value, int | float):
+        _bounded(value)
     return value
 
 
@@ -80,13 +106,48 @@ def load(path: Path, model: type[ModelT], *, what: str, help_hint: str) -> Model
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError("", f"cannot read the {what} file", str(path), f"check the path ({exc.strerror})") from None
+    data = read_yaml(text, what=what, path=str(path))
+    return validate(data, model, what=what, help_hint=help_hint)
+
+
+def read_yaml(text: str, *, what: str, path: str) -> Any:
+    """Parse ``text`` with PyYAML's safe loader under the limits of the module docstring."""
+    if len(text) > MAX_YAML_BYTES:
+        raise SpecError("", f"the {what} file is over {MAX_YAML_BYTES} bytes", path, "write a shorter file")
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    resolver = yaml.resolver.Resolver()
     try:
-        data = yaml.safe_load(text)
+        depth = values = 0
+        for event in yaml.parse(text, Loader=loader):
+            line = _line(event)
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise SpecError("", f"the {what} file uses YAML anchors or aliases (line {line})", path,
+                                "write the values out")  # fmt: skip
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth, values = depth + 1, values + 1
+                if depth > MAX_DEPTH:
+                    raise SpecError("", f"the {what} file nests more than {MAX_DEPTH} levels (line {line})", path,
+                                    "flatten the file: a release spec nests 4 levels")  # fmt: skip
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, yaml.ScalarEvent):
+                values += 1
+                if event.implicit[0] and len(event.value) > MAX_NUMBER_CHARS:
+                    tag = str(resolver.resolve(yaml.ScalarNode, event.value, (True, False)))  # type: ignore[no-untyped-call]
+                    if tag.endswith((":int", ":float")):
+                        raise SpecError("", f"{NUMBER_RULE} (line {line})", f"{len(event.value)} characters",
+                                        "write a number such as 0.5, 30 or '1e-8'")  # fmt: skip
+            if values > MAX_VALUES:
+                raise SpecError(
+                    "", f"the {what} file holds more than {MAX_VALUES} values", path, "write a shorter file"
+                )
+        return yaml.load(text, Loader=loader)  # a safe loader: CSafeLoader or SafeLoader
+    except RecursionError:
+        raise SpecError("", f"the {what} file nests more than {MAX_DEPTH} levels", path, "flatten the file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise SpecError("", f"the {what} file is not valid YAML{where}", str(path), "fix the YAML syntax") from None
-    return validate(data, model, what=what, help_hint=help_hint)
+        raise SpecError("", f"the {what} file is not valid YAML{where}", path, "fix the YAML syntax") from None
 
 
 def validate(data: object, model: type[ModelT], *, what: str, help_hint: str) -> ModelT:
@@ -121,3 +182,9 @@ def dotted(loc: Sequence[int | str]) -> str:
 
 def _lower(message: str) -> str:
     return message[:1].lower() + message[1:]
+
+
+def _line(event: Any) -> int:
+    """The 1-based line an event starts on (0 when PyYAML gives no mark)."""
+    mark = getattr(event, "start_mark", None)
+    return int(mark.line) + 1 if mark is not None else 0

@@ -15,13 +15,14 @@ from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dpsense._version import __version__
 from dpsense.core.errors import UsageError
 from dpsense.ledger import Scope, TokenIdentity
 from dpsense.release import Dataset, Session
 from dpsense.service import _errors
+from dpsense.service._body import BodyCheck, load_yaml, off_loop
 from dpsense.service._errors import ApiError, unauthorized, validation_document
 from dpsense.service._guard import Guard
 from dpsense.service._models import (
@@ -49,6 +50,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "no such dataset or release (another analyst's release is not found either)"},
     409: {"description": "a budget cannot cover the request (nothing charged), or the key's release failed"},
     422: {"description": "a malformed body, or an idempotency key reused for another request"},
+}
+#: The JSON body model of each analyst route (read and checked off the event loop by ``_body.BodyCheck``).
+JSON_BODIES: dict[tuple[str, str], type[BaseModel]] = {
+    ("POST", "/v1/preview"): ReleaseBody,
+    ("POST", "/v1/preview/sql"): SqlBody,
+    ("POST", "/v1/releases"): ReleaseBody,
+    ("POST", "/v1/sql"): SqlBody,
 }
 _bearer = HTTPBearer(auto_error=False, scheme_name="token", description="An API token from the data steward.")
 
@@ -203,14 +211,26 @@ async def release(body: ReleaseBody, caller: CallerDep, key: IdempotencyKey) -> 
     },
 )
 async def release_yaml(request: Request, caller: CallerDep, key: IdempotencyKey) -> dict[str, Any]:
-    """Release a query written as a YAML release spec."""
-    data = load_yaml(await request.body())
+    """Release a query written as a YAML release spec (at most 64 KiB; read off the event loop, ``_body``)."""
+    raw = await request.body()
+    body = await off_loop(lambda: yaml_body(raw))
+    return await _release(body, caller, key)
+
+
+def yaml_body(raw: bytes) -> ReleaseBody:
+    """A YAML release spec within the body limits, validated (run on a parser thread)."""
+    data = load_yaml(raw)
     try:
-        body = ReleaseBody.model_validate(data)
+        return ReleaseBody.model_validate(data)
     except ValidationError as exc:
         document = validation_document(exc.errors(include_url=False))
-        raise ApiError(422, "invalid_body", document["error"]["message"], fix="see the release spec format") from None
-    return await _release(body, caller, key)
+        raise ApiError(
+            422,
+            "invalid_body",
+            document["error"]["message"],
+            fix="see the release spec format",
+            fields={"problems": document["error"]["problems"]},
+        ) from None
 
 
 @router.post("/v1/sql", response_model=ReleaseOut, responses=ERRORS)
@@ -297,30 +317,9 @@ def preview_doc(session: Session, dataset: str, requested: Any, explain: str) ->
     }
 
 
-def load_yaml(raw: bytes) -> Any:
-    """A YAML document (anchors and aliases refused: they can multiply a small body's size)."""
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - depends on the installed extras
-        raise ApiError(415, "yaml_unavailable", "YAML bodies need PyYAML", fix="send JSON to /v1/releases") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError("a YAML body must be UTF-8 text", "undecodable bytes", "send UTF-8") from None
-    try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
-                raise UsageError("YAML anchors and aliases are not accepted", "&/*", "write the values out")
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise UsageError(f"the body is not valid YAML{where}", "YAML", "fix the YAML syntax") from None
-
-
 def create_app(config: ServiceConfig) -> Guard:
     """The service as an ASGI application (FastAPI inside ``Guard``); see ``docs/service.md``."""
-    from dpsense.service._steward import dashboard
+    from dpsense.service._steward import STEWARD_BODIES, dashboard
     from dpsense.service._steward import router as steward_router
 
     workers = Workers(config)
@@ -346,6 +345,7 @@ def create_app(config: ServiceConfig) -> Guard:
     app.include_router(dashboard)
     return Guard(
         app,
+        inner=BodyCheck(app, skip=frozenset({"/v1/releases/yaml"}), models=JSON_BODIES | STEWARD_BODIES),
         padded=RELEASE_ROUTES,
         min_latency_s=config.min_latency_s,
         latency_quantum_s=config.latency_quantum_s,

@@ -1,6 +1,9 @@
 """The steward's dashboard: budgets spent over time (an inline SVG plot), the release history, the audit chain.
 
 Server-rendered HTML with no scripts and no external resources (the service runs without network).
+Every dashboard response carries ``SECURITY_HEADERS``: a Content-Security-Policy that allows only the
+page's own inline style sheets (by SHA-256 hash) and forms posting to itself, with
+``frame-ancestors 'none'``, plus ``X-Frame-Options: DENY`` and ``X-Content-Type-Options: nosniff``.
 Every text taken from the ledger is HTML-escaped. What it shows is what the steward may see anyway:
 budgets, charges, released (noisy) values and explain reports; nothing unnoised is stored to show.
 
@@ -12,7 +15,9 @@ charges, an upper bound on what the ledger counts as spent (the budget table sho
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import html
 import json
 from collections.abc import Sequence
@@ -33,6 +38,30 @@ vertical-align:top}th{background:#f2f2f2}.ok{color:#186a1e;font-weight:bold}.bro
 pre{white-space:pre-wrap;font-size:.85em;background:#fafafa;padding:.5em;max-width:900px}
 .muted{color:#666}
 """
+
+
+SIGN_IN_STYLE = "body{font-family:sans-serif;max-width:32em;margin:4em auto}"
+
+
+def _style_hash(style: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(style.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+#: The dashboard's Content-Security-Policy: nothing but its own two inline style sheets (by hash), forms
+#: posting to itself, no scripts, no plugins, no framing (the page has no script and loads nothing).
+CSP = (
+    "default-src 'none'; "
+    f"style-src {_style_hash(_STYLE)} {_style_hash(SIGN_IN_STYLE)}; "
+    "img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+#: Headers every dashboard response carries (CSP, anti-framing, no MIME sniffing, no referrer).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 
 
 def render_dashboard(ledger: Ledger) -> str:

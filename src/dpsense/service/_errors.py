@@ -20,12 +20,22 @@ request id of a failed release         409     ``ledger_state``
 ledger lock not obtained in time       503     ``ledger_busy`` (Retry-After: 1)
 failure after reading the data         500     ``charged_failure`` (charged, no reason)
 a bug                                  500     ``internal``
+a body over a limit (``_body``)        413/422 ``body_too_large``, ``yaml_too_large``,
+                                               ``body_too_deep``, ``body_too_complex``,
+                                               ``invalid_number`` (with ``limit`` or ``rule``)
+JSON that does not parse               400     ``invalid_json``
 =====================================  ======  =================================================
+
+Every error renders (``ErrorResponse``): a non-finite number is written as text, text is sent as
+ASCII JSON (an unpaired surrogate in a caller's field name is escaped, never a failed encode), and
+long values and locations are cut, so no refusal can itself become a 500.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -51,13 +61,47 @@ log = logging.getLogger("dpsense.service")
 class ApiError(Exception):
     """A refusal the service itself decides (authentication, roles, missing headers, not found)."""
 
-    def __init__(self, status: int, code: str, message: str, *, fix: str = "", headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        fix: str = "",
+        headers: dict[str, str] | None = None,
+        fields: dict[str, Any] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.fix = fix
         self.headers = headers or {}
+        self.fields = fields or {}
+
+
+#: The longest text of a caller's value an error document repeats.
+MAX_ECHO_CHARS = 300
+#: The most schema problems one 422 lists.
+MAX_PROBLEMS = 20
+
+
+def renderable(value: Any) -> Any:
+    """``value`` with every non-finite float written as text (JSON has no NaN or Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): renderable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [renderable(v) for v in value]
+    return value
+
+
+class ErrorResponse(JSONResponse):
+    """A JSON error that always renders: finite numbers only, ASCII text (see the module docstring)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(renderable(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
 
 
 def unauthorized(message: str = "a valid API token is required") -> ApiError:
@@ -76,21 +120,28 @@ def error_document(code: str, message: str, **fields: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **fields}}
 
 
+def api_error(exc: ApiError) -> ErrorResponse:
+    """The response for an ``ApiError``."""
+    fields = {"fix": exc.fix} if exc.fix else {}
+    body = error_document(exc.code, exc.message, **fields, **exc.fields)
+    return ErrorResponse(body, exc.status, headers=exc.headers)
+
+
 def dpsense_error(exc: DPSenseError) -> JSONResponse:
     """The response for a ``DPSenseError`` (see the table in the module docstring)."""
     if isinstance(exc, UsageError):
         status, code = _usage_status(exc)
-        body = error_document(code, str(exc), rule=exc.rule, value=_plain(exc.value), fix=exc.fix)
+        body = error_document(code, _cut(str(exc)), rule=_cut(exc.rule), value=_plain(exc.value), fix=exc.fix)
         if isinstance(exc, BudgetExhausted):
             body["error"] |= {"scope": exc.scope, "requested": str(exc.requested), "remaining": str(exc.remaining)}
-        return JSONResponse(body, status_code=status)
+        return ErrorResponse(body, status_code=status)
     if isinstance(exc, LedgerBusy):
         body = error_document("ledger_busy", "the ledger is busy; nothing was charged", fix="retry in a moment")
-        return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+        return ErrorResponse(body, status_code=503, headers={"Retry-After": "1"})
     if isinstance(exc, ChargedFailure):
         body = error_document("charged_failure", str(exc), request_id=exc.request_id)
-        return JSONResponse(body, status_code=500)
-    return JSONResponse(error_document("internal", "internal error: this is a bug in dpsense"), status_code=500)
+        return ErrorResponse(body, status_code=500)
+    return ErrorResponse(error_document("internal", "internal error: this is a bug in dpsense"), status_code=500)
 
 
 def _usage_status(exc: UsageError) -> tuple[int, str]:
@@ -107,13 +158,32 @@ def _usage_status(exc: UsageError) -> tuple[int, str]:
     return 400, "invalid_request"
 
 
-def _plain(value: object) -> Any:
-    """A JSON-able spelling of an error's offending value (the caller's own input or a public fact)."""
-    if value is None or isinstance(value, bool | int | float | str):
+def _plain(value: object, budget: list[int] | None = None) -> Any:
+    """A JSON-able spelling of an error's offending value (the caller's own input or a public fact).
+
+    Non-finite floats become text, huge integers a description of their size, long text is cut and
+    long lists are shortened, so that the document always renders and stays small.
+    """
+    left = budget if budget is not None else [MAX_PROBLEMS * 5]
+    left[0] -= 1
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+    if isinstance(value, str):
+        return _cut(value)
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return str(value)
+        return [_plain(v, left) for v in value if left[0] > 0]
+    try:
+        return _cut(str(value))
+    except ValueError:  # a Fraction or Decimal past Python's digit limit for int-to-text
+        return f"a {type(value).__name__} too long to show"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + f"… ({len(text)} characters)"
 
 
 def install(app: FastAPI) -> None:
@@ -121,8 +191,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
-        fields = {"fix": exc.fix} if exc.fix else {}
-        return JSONResponse(error_document(exc.code, exc.message, **fields), exc.status, headers=exc.headers)
+        return api_error(exc)
 
     @app.exception_handler(DPSenseError)
     async def _dpsense(request: Request, exc: DPSenseError) -> JSONResponse:
@@ -132,24 +201,28 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _body(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(validation_document(exc.errors()), status_code=422)
+        return ErrorResponse(validation_document(exc.errors()), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_document(code, str(exc.detail)), exc.status_code, headers=exc.headers)
+        return ErrorResponse(error_document(code, str(exc.detail)), exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected %s", type(exc).__name__)  # never the message or traceback: they may hold data
-        return JSONResponse(error_document("internal", "internal error: this is a bug in dpsense"), status_code=500)
+        return ErrorResponse(error_document("internal", "internal error: this is a bug in dpsense"), status_code=500)
 
 
 def validation_document(errors: Any) -> dict[str, Any]:
     """A 422 body from pydantic errors: where and what, without echoing the input back."""
     problems = [
-        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-        for e in errors
+        {
+            "loc": [str(p)[:64] for p in e.get("loc", ())][:40],
+            "msg": _cut(str(e.get("msg", ""))),
+            "type": str(e.get("type", "")),
+        }
+        for e in list(errors)[:MAX_PROBLEMS]
     ]
     first = problems[0] if problems else {"loc": [], "msg": "invalid body"}
     where = ".".join(p for p in first["loc"] if p != "body") or "body"

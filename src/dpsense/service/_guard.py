@@ -15,6 +15,8 @@
   read) is replaced by the same 413 document; the release route never ran, so nothing is charged.
 * **Bearer check.** A request to ``/v1/`` without an ``Authorization: Bearer`` header is refused with
   401 before its body is read (the token itself is verified against the ledger by the routes).
+* **Bodies read off the event loop.** Inside the guard, ``_body.BodyCheck`` reads JSON bodies on a
+  parser thread under depth, size-of-tree and number limits (``_body``), before FastAPI sees them.
 * **No tracebacks out.** An unexpected exception becomes a bare 500 JSON error; only the exception's
   type is logged, never its message or traceback (they could quote data).
 """
@@ -73,8 +75,10 @@ class Guard:
         min_latency_s: float,
         latency_quantum_s: float,
         max_body_bytes: int,
+        inner: ASGIApp | None = None,
     ) -> None:
         self._app = app
+        self._inner = inner if inner is not None else app  # ``app`` wrapped by inner layers (``_body``)
         self._padded = padded
         self._minimum = max(0.0, min_latency_s)
         self._quantum = max(0.0, latency_quantum_s)
@@ -131,7 +135,7 @@ class Guard:
             return message
 
         try:
-            await self._app(scope, limited_receive, guarded_send)
+            await self._inner(scope, limited_receive, guarded_send)
         except _TooLarge:
             if not started:
                 await guarded_send({"type": "http.response.start", "status": 413, "headers": []})

@@ -42,6 +42,7 @@ from dpsense.query import (
     Query,
 )
 from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields, build_query
+from dpsense.query._values import NUMBER_RULE, number_problem
 
 
 def _storable(value: str) -> str:
@@ -55,12 +56,21 @@ def _storable(value: str) -> str:
     return value
 
 
+def _bounded(value: Any) -> Any:
+    """Refuse a number outside the size rule (``dpsense.query._values.NUMBER_RULE``): NaN, 1e400, 5000 digits."""
+    problem = number_problem(value)
+    if problem is not None:
+        raise ValueError(f"{NUMBER_RULE} ({problem})")
+    return value
+
+
 #: Text a request may carry into the ledger (checked by ``_storable``).
 Text = Annotated[StrictStr, AfterValidator(_storable)]
-#: A number as written: an integer, a decimal, or a decimal string such as "1e-8" (read exactly).
-Number = StrictInt | StrictFloat | Text
-#: A public literal (a filter value, a key).
-Scalar = StrictBool | StrictInt | StrictFloat | Text
+#: A number as written: an integer, a decimal, or a decimal string such as "1e-8" (read exactly), within
+#: the size rule.
+Number = Annotated[StrictInt | StrictFloat | Text, AfterValidator(_bounded)]
+#: A public literal (a filter value, a key); a number keeps the size rule (text is judged where it is used).
+Scalar = StrictBool | Annotated[StrictInt | StrictFloat, AfterValidator(_bounded)] | Text
 #: A name (dataset, column, analyst, snapshot, family).
 Name = Annotated[Text, Field(min_length=1, max_length=200)]
 

@@ -20,13 +20,14 @@ from urllib.parse import parse_qs
 import duckdb
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel
 
 from dpsense.core.errors import UsageError
 from dpsense.engine import DuckDBEngine
 from dpsense.ledger import Scope
 from dpsense.release import Budget, PrivacyPolicy, Session
 from dpsense.service._app import ERRORS, Caller, CallerDep, service_of, verify
-from dpsense.service._dashboard import render_dashboard
+from dpsense.service._dashboard import SECURITY_HEADERS, SIGN_IN_STYLE, render_dashboard
 from dpsense.service._errors import ApiError
 from dpsense.service._models import (
     AnalystIn,
@@ -53,6 +54,13 @@ async def steward(caller: CallerDep) -> Caller:
 
 
 StewardDep = Annotated[Caller, Depends(steward)]
+#: The JSON body model of each steward route (read and checked off the event loop by ``_body.BodyCheck``).
+STEWARD_BODIES: dict[tuple[str, str], type[BaseModel]] = {
+    ("POST", "/v1/steward/datasets"): RegisterIn,
+    ("POST", "/v1/steward/analysts"): AnalystIn,
+    ("POST", "/v1/steward/tokens"): TokenIn,
+    ("PUT", "/v1/steward/budgets"): SetBudgetIn,
+}
 router = APIRouter(prefix="/v1/steward", responses=ERRORS | {403: {"description": "not a steward token"}})
 
 
@@ -194,9 +202,9 @@ async def show_dashboard(request: Request) -> Response:
     identity = await verify(service, token) if token else None
     if identity is None or identity.role != "steward":
         message = "" if not token else "That token is not a valid steward token."
-        return HTMLResponse(_sign_in(message), status_code=401)
+        return HTMLResponse(_sign_in(message), status_code=401, headers=SECURITY_HEADERS)
     page = await service.workers.run(lambda worker: render_dashboard(worker.ledger))
-    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+    return HTMLResponse(page, headers=SECURITY_HEADERS)
 
 
 @dashboard.post("/dashboard/login")
@@ -206,8 +214,10 @@ async def sign_in(request: Request) -> Response:
     token = (form.get("token") or [""])[0].strip()
     identity = await verify(service_of(request), token) if token else None
     if identity is None or identity.role != "steward":
-        return HTMLResponse(_sign_in("That token is not a valid steward token."), status_code=401)
-    response = RedirectResponse("/dashboard", status_code=303)
+        return HTMLResponse(
+            _sign_in("That token is not a valid steward token."), status_code=401, headers=SECURITY_HEADERS
+        )
+    response = RedirectResponse("/dashboard", status_code=303, headers=SECURITY_HEADERS)
     response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/dashboard")
     return response
 
@@ -215,7 +225,7 @@ async def sign_in(request: Request) -> Response:
 @dashboard.post("/dashboard/logout")
 async def sign_out() -> Response:
     """Forget the cookie."""
-    response = RedirectResponse("/dashboard", status_code=303)
+    response = RedirectResponse("/dashboard", status_code=303, headers=SECURITY_HEADERS)
     response.delete_cookie(COOKIE, path="/dashboard")
     return response
 
@@ -223,8 +233,8 @@ async def sign_out() -> Response:
 def _sign_in(message: str) -> str:
     note = f'<p class="error">{html.escape(message)}</p>' if message else ""
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>dpsense — sign in</title></head>"
-        "<body style='font-family:sans-serif;max-width:32em;margin:4em auto'>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>dpsense — sign in</title>"
+        f"<style>{SIGN_IN_STYLE}</style></head><body>"
         f"<h1>dpsense steward dashboard</h1>{note}"
         "<form method='post' action='/dashboard/login'><label>Steward token "
         "<input name='token' type='password' autocomplete='off' size='60'></label> "

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from dpsense.core.errors import UsageError
-from dpsense.service._app import load_yaml
+from dpsense.service._body import load_yaml
 from dpsense.service._guard import padded_latency
 from dpsense.service._spec import ReleaseBody
 from dpsense.service._steward import resolve_source

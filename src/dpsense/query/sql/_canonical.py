@@ -57,11 +57,18 @@ def normalise_filters(node: exp.Expression | None, names: Resolver) -> list[Conj
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
+    """The parts of an AND chain, left to right (iterative: a long chain is one flat list)."""
+    parts: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, exp.Paren):
+            stack.append(item.this)
+        elif isinstance(item, exp.And):
+            stack.extend([item.expression, item.this])
+        else:
+            parts.append(item)
+    return parts
 
 
 def _atoms(node: exp.Expression, names: Resolver) -> list[Conjunct]:

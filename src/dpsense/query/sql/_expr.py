@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
+from dpsense.query._values import check_number
 from dpsense.query.sql._names import Resolver
 from dpsense.query.sql._refuse import invalid, unsupported
 
@@ -74,6 +75,7 @@ def literal_number(node: Any) -> Fraction:
     if isinstance(node, exp.Neg):
         return -literal_number(node.this)
     if isinstance(node, exp.Literal) and not node.is_string:
+        check_number(str(node.this), what="a numeric literal")
         try:
             return Fraction(Decimal(str(node.this)))
         except (InvalidOperation, ValueError):

@@ -8,6 +8,11 @@ SQL question and its rewrites share one canonical form (``_canonical`` explains 
 Output names in the IR are derived from the aggregate's meaning (``mean(hours)``, ``count``), never
 from the analyst's aliases: aliases and arithmetic on results are post-processing, applied to the
 released table (``SqlOutput``), so renaming or rescaling a result never costs a second charge.
+
+Size limits come before the parser (``check_size``): at most ``MAX_SQL_CHARS`` characters,
+``MAX_SQL_TOKENS`` tokens, ``MAX_SQL_OPERATORS`` operators (AND, OR, NOT, arithmetic, comparisons,
+casts) and ``MAX_SQL_NESTING`` levels of parentheses, so that no parser or walker can recurse past
+Python's limit (a 1000-term ``AND`` chain is refused with the rule, never a ``RecursionError``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from fractions import Fraction
 from typing import Any
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
+from sqlglot.dialects.dialect import Dialect
 
 from dpsense.query._aggregates import Aggregate, count, count_units, mean, median, quantile, sum, variance
 from dpsense.query._builder import Query
@@ -32,7 +38,27 @@ _SUPPORTED = (
     "COUNT(*), COUNT(DISTINCT <privacy unit>), SUM, AVG, MEDIAN, PERCENTILE_CONT/DISC, QUANTILE, MIN, MAX, "
     "VARIANCE/STDDEV"
 )
-_MAX_SQL_CHARS = 20_000
+#: The longest SQL text read.
+MAX_SQL_CHARS = 20_000
+#: The most tokens (words, literals, symbols) in one query.
+MAX_SQL_TOKENS = 5_000
+#: The most operators in one query: AND, OR, NOT, + - * / %, ||, comparisons, ::, IS.
+MAX_SQL_OPERATORS = 256
+#: The deepest nesting of parentheses (function calls included).
+MAX_SQL_NESTING = 32
+#: The deepest expression tree the walkers accept (a backstop; the limits above keep trees shallower).
+_MAX_TREE_DEPTH = MAX_SQL_OPERATORS + 4 * MAX_SQL_NESTING + 16
+_OPERATORS = frozenset(
+    {
+        TokenType.AND, TokenType.OR, TokenType.NOT, TokenType.PLUS, TokenType.DASH, TokenType.STAR,
+        TokenType.SLASH, TokenType.MOD, TokenType.DPIPE, TokenType.PIPE, TokenType.AMP, TokenType.CARET,
+        TokenType.TILDE, TokenType.EQ, TokenType.NEQ, TokenType.LT, TokenType.LTE, TokenType.GT, TokenType.GTE,
+        TokenType.DCOLON, TokenType.IS, TokenType.ARROW, TokenType.DARROW, TokenType.LIKE, TokenType.ILIKE,
+        TokenType.BETWEEN, TokenType.IN, TokenType.COLLATE, TokenType.DOT,
+    }
+)  # fmt: skip
+_OPEN = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE})
+_CLOSE = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE})
 _ALLOWED_CLAUSES = frozenset({"expressions", "from", "from_", "where", "group"})
 
 
@@ -64,6 +90,53 @@ def parse_sql(text: str, *, schema_for: Callable[[str, bool], tuple[str, Schema]
         UnsupportedRequest: a construct outside the DP subset; the message names it and the alternative.
 
     """
+    try:
+        return _parse(text, schema_for)
+    except RecursionError:  # a backstop: check_size keeps every tree far below the recursion limit
+        raise invalid(
+            f"a SQL query nests at most {MAX_SQL_NESTING} levels and has at most {MAX_SQL_OPERATORS} operators",
+            "nested too deeply",
+            "split the query or simplify its expressions",
+        ) from None
+
+
+def check_size(text: str) -> None:
+    """Refuse SQL over the size limits (module docstring) before it is parsed; linear in the text."""
+    if len(text) > MAX_SQL_CHARS:
+        raise invalid(f"a SQL query is at most {MAX_SQL_CHARS} characters", len(text), "shorten the query")
+    try:
+        tokens = Dialect.get_or_raise("duckdb").tokenize(text)
+    except Exception as exc:  # sqlglot raises TokenError and others: all mean "not parsable"
+        raise invalid(
+            "the SQL could not be parsed", _first_line(str(exc)), "check the syntax (DuckDB dialect)"
+        ) from None
+    if len(tokens) > MAX_SQL_TOKENS:
+        raise invalid(f"a SQL query has at most {MAX_SQL_TOKENS} tokens", len(tokens), "shorten the query")
+    operators = depth = deepest = 0
+    for token in tokens:
+        kind = token.token_type
+        if kind in _OPERATORS:
+            operators += 1
+        elif kind in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif kind in _CLOSE:
+            depth -= 1
+    if operators > MAX_SQL_OPERATORS:
+        raise invalid(
+            f"a SQL query has at most {MAX_SQL_OPERATORS} operators (AND, OR, NOT, arithmetic, comparisons)",
+            operators,
+            "use IN (...) for lists of values, or split the question into several releases",
+        )
+    if deepest > MAX_SQL_NESTING:
+        raise invalid(
+            f"a SQL query nests parentheses at most {MAX_SQL_NESTING} levels deep",
+            deepest,
+            "remove redundant parentheses",
+        )
+
+
+def _parse(text: str, schema_for: Callable[[str, bool], tuple[str, Schema]]) -> SqlQuery:
     select = _single_select(text)
     for key, value in select.args.items():
         if value and key not in _ALLOWED_CLAUSES:
@@ -97,20 +170,37 @@ def parse_sql(text: str, *, schema_for: Callable[[str, bool], tuple[str, Schema]
 def _single_select(text: object) -> exp.Select:
     if not isinstance(text, str) or not text.strip():
         raise invalid("a SQL query must be a non-empty string", text, "pass e.g. 'SELECT COUNT(*) FROM events'")
-    if len(text) > _MAX_SQL_CHARS:
-        raise invalid(f"a SQL query is at most {_MAX_SQL_CHARS} characters", len(text), "shorten the query")
+    check_size(text)
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
+    except RecursionError:
+        raise  # parse_sql answers it with the nesting rule
     except Exception as exc:  # sqlglot raises ParseError, TokenError and others: all mean "not parsable"
         raise invalid(
             "the SQL could not be parsed", _first_line(str(exc)), "check the syntax (DuckDB dialect)"
         ) from None
+    for statement in statements:
+        _check_depth(statement)
     if len(statements) != 1:
         raise unsupported("several statements", "send one SELECT per request")
     statement = statements[0]
     if not isinstance(statement, exp.Select):
         raise unsupported(type(statement).__name__.upper(), "only a single SELECT of aggregates is supported")
     return statement
+
+
+def _check_depth(tree: Any) -> None:
+    """Refuse a tree deeper than the walkers accept (iterative, so it cannot recurse itself)."""
+    stack: list[tuple[Any, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > _MAX_TREE_DEPTH:
+            raise invalid(
+                f"a SQL query nests at most {MAX_SQL_NESTING} levels and has at most {MAX_SQL_OPERATORS} operators",
+                "nested too deeply",
+                "split the query or simplify its expressions",
+            )
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
 def _refuse_nested(select: exp.Select) -> None:
