@@ -44,7 +44,7 @@ from fractions import Fraction
 
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
+from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
 from dpsense.query._aggregates import AggregateKind
@@ -225,8 +225,8 @@ def plan(
         UnsupportedRequest: keys that would need private partition selection.
 
     """
-    eps = check_epsilon(epsilon)
-    dlt = check_delta(delta)
+    eps = _representable(check_epsilon(epsilon), "epsilon")
+    dlt = _representable(check_delta(delta), "delta")
     adj = Adjacency.parse(adjacency)
     n = _check_public_n(public_n, adj)
     selecting = _keys_to_select(ir, dlt)
@@ -265,6 +265,21 @@ def plan(
     result = Plan(ir.dataset, ir.fingerprint(), adj, requested, n, tuple(steps))
     assert_loss_equals(result, requested)
     return result
+
+
+#: A release's ε and δ > 0 lie within [1e-300, 1e300]: every mechanism computes with doubles, and a
+#: value outside (1e400, 1e-400, a 5000-digit ε) would overflow or vanish in float arithmetic.
+_SMALLEST, _LARGEST = Fraction(1, 10**300), Fraction(10**300)
+
+
+def _representable(value: Fraction, name: str) -> Fraction:
+    if value != 0 and not _SMALLEST <= value <= _LARGEST:
+        raise InvalidPrivacyParameter(
+            f"{name} must lie between 1e-300 and 1e300 (the mechanisms compute with doubles)",
+            "outside [1e-300, 1e300]",
+            f"pass a {name} such as 0.5" + (" (or 0)" if name == "delta" else ""),
+        )
+    return value
 
 
 #: The count step that gives a data-dependent statistic its public n (Laplace, global sensitivity C).

@@ -66,6 +66,20 @@ CASES: dict[str, tuple[Build, dict[str, object], str | None, type[Exception], st
         InvalidPrivacyParameter,
         "limit of 1048576",
     ),
+    "ε = 1e400 (beyond a double)": (
+        lambda d: d.query().agg(n=dp.count()),
+        {"epsilon": "1e400"},
+        "SELECT COUNT(*) AS n FROM events",
+        InvalidPrivacyParameter,
+        "between 1e-300 and 1e300",
+    ),
+    "a 5000-digit ε": (
+        lambda d: d.query().agg(n=dp.count()),
+        {"epsilon": 10**5000},
+        "SELECT COUNT(*) AS n FROM events",
+        InvalidPrivacyParameter,
+        "between 1e-300 and 1e300",
+    ),
     "filter literal of the wrong kind": (
         lambda d: d.query().filter("region", "==", 0).agg(n=dp.count()),
         {"epsilon": 0.5},
@@ -73,10 +87,17 @@ CASES: dict[str, tuple[Build, dict[str, object], str | None, type[Exception], st
         UsageError,
         "string value",
     ),
-    "filter literal beyond the integer width": (
+    "filter literal beyond the number rule": (
         lambda d: d.query().filter("age", ">=", 1e308).agg(n=dp.count()),
         {"epsilon": 0.5},
         "SELECT COUNT(*) AS n FROM events WHERE age >= 1e308",
+        UsageError,
+        "1e-300",  # the number rule of every front end (query._values.number_problem) refuses it first
+    ),
+    "filter literal beyond the integer width": (
+        lambda d: d.query().filter("age", ">=", 1e100).agg(n=dp.count()),
+        {"epsilon": 0.5},
+        "SELECT COUNT(*) AS n FROM events WHERE age >= 1e100",
         UsageError,
         "smaller constant",
     ),
