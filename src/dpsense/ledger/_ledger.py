@@ -17,6 +17,16 @@ The state machine is in ``_states``. Bad input is refused before the transaction
 the ledger's bytes are unchanged. Refusals (including ``BudgetExhausted``) are not audited, for
 the same reason. Answers given from the ledger without a new charge (a cache hit, the replay of a
 committed request, the resumption of an open one) are audited, so the steward sees every answer.
+
+Single flight per cache key (DESIGN invariant 5, docs/ledger.md): a reservation with a cache key
+holds that key (``charges.flight_key``, unique per dataset) until it commits or fails. ``reserve``
+for a held key does not charge: it waits (short read-only polls, outside any transaction) until
+the holder commits (the stored release is returned, audited ``cache_hit``) or fails (the waiter
+reserves itself). The wait for one holder is bounded by the lease ``lease_s``, counted from the
+holder's last reserve (its ``updated_at``) or from the start of the wait, whichever ends first;
+a holder still pending after its lease, or marked ABANDONED by ``resolve_stale``, is superseded:
+it becomes FAILED (stays spent, audited ``fail`` with ``superseded``), can never commit, and the
+waiter reserves anew. ``commit`` never stores a second release for a key that has one.
 """
 
 from __future__ import annotations
@@ -27,7 +37,8 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from dpsense.accounting.pld import PldEvent
 from dpsense.core.errors import (
@@ -80,15 +91,52 @@ from dpsense.ledger._types import (
     StoredRelease,
     _name,
 )
-from dpsense.ledger._writes import insert_charge, refund, store_release
+from dpsense.ledger._writes import flight_holder, insert_charge, refund, store_release, supersede
+
+#: How long a pending reservation with a cache key holds it against identical requests (seconds).
+DEFAULT_LEASE_S = 120.0
+_POLL_FIRST_S = 0.002
+_POLL_MAX_S = 0.05
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """``reserve`` found the cache key held by another pending charge: wait for it, then look again."""
+
+    charge_id: int
+    updated_at: float
+
+
+class Committed(NamedTuple):
+    """The outcome of ``commit_outcome``: the stored release, and whether this call stored it.
+
+    ``charged`` is False when another completion of the same charge won (the caller's value is
+    discarded and the caller was not the one that paid for the answer it returns).
+    """
+
+    stored: StoredRelease
+    charged: bool
+
+
+class _Refused(NamedTuple):
+    error: LedgerStateError
 
 
 class Ledger(StewardOps, ProfileOps, ServiceOps):
     """A persistent, atomic privacy-budget ledger over SQLite or PostgreSQL."""
 
-    def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, backend: Backend, *, clock: Callable[[], float] = time.time, lease_s: float = DEFAULT_LEASE_S
+    ) -> None:
+        if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not 0 < lease_s < float("inf"):
+            raise UsageError(
+                "the lease of a pending reservation is a positive number of seconds",
+                lease_s,
+                f"pass e.g. lease_s={DEFAULT_LEASE_S:g} (longer than the slowest release)",
+            )
         self._backend = backend
         self._clock = clock
+        self._lease_s = float(lease_s)
         # Identifies this process's reservations (only the reserving process may refund one).
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}:{id(self)}"
         # Datasets and analysts are never deleted and ids never change: known ones skip a lookup.
@@ -96,9 +144,17 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         self._analysts: set[str] = set()
 
     @classmethod
-    def open(cls, url: str, *, clock: Callable[[], float] = time.time) -> Ledger:
-        """Open (and migrate) ``sqlite:///path.db`` or ``postgresql://...``."""
-        return cls(open_backend(url), clock=clock)
+    def open(cls, url: str, *, clock: Callable[[], float] = time.time, lease_s: float = DEFAULT_LEASE_S) -> Ledger:
+        """Open (and migrate) ``sqlite:///path.db`` or ``postgresql://...``.
+
+        ``lease_s`` bounds how long an identical request waits for a pending one (single flight).
+        """
+        return cls(open_backend(url), clock=clock, lease_s=lease_s)
+
+    @property
+    def lease_s(self) -> float:
+        """The lease of a pending reservation with a cache key (the wait bound of single flight)."""
+        return self._lease_s
 
     def close(self) -> None:
         """Close the connection."""
@@ -139,6 +195,11 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         parallel (the sum of the C₀ largest part spends under add/remove, of the 2·C₀ largest under
         replace; see ``_partitions``). PLD-accounted scopes refuse it.
 
+        Single flight: while another reservation with the same ``cache_key`` on the dataset is
+        pending, this call waits (at most the lease ``lease_s`` for any one holder) and returns its
+        stored release as a cache hit, or reserves itself when the holder failed; a holder past its
+        lease is superseded (FAILED, spent, it can never commit). See the module docstring.
+
         Raises:
             BudgetExhausted: a scope cannot cover ``loss`` (nothing written).
             UnknownDataset, UnknownAnalyst, RequestIdConflict, InvalidPrivacyParameter,
@@ -154,7 +215,57 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         family = None if family is None else _name(family, "query family")
         cache_key = None if cache_key is None else _name(cache_key, "cache key")
         loss_text = canonical_json(loss_to_json(loss))
+        args = (dataset, analyst, request_id, loss, family, cache_key, event, partition, event_json, event_text)
+        since: dict[tuple[int, float], float] = {}
+        while True:
+            outcome = self._reserve_once(*args, loss_text, since)
+            if isinstance(outcome, Reservation):
+                return outcome
+            start = since.setdefault((outcome.charge_id, outcome.updated_at), time.monotonic())
+            self._await_holder(outcome, start)
+
+    def _await_holder(self, wait: _Wait, start: float) -> None:
+        """Poll (read-only, no locks held) until the holder is no longer pending or its lease ended."""
+        delay = _POLL_FIRST_S
+        while True:
+            with self._backend.read() as tx:
+                rows = tx.execute("SELECT state, flight_key, updated_at FROM charges WHERE id = ?", (wait.charge_id,))
+            if not rows or rows[0][1] is None or rows[0][0] != ChargeState.RESERVED.value:
+                return
+            if float(rows[0][2]) != wait.updated_at:  # resumed by a retry: a new lease, look again
+                return
+            if time.monotonic() - start >= self._lease_s or self._clock() - wait.updated_at >= self._lease_s:
+                return
+            time.sleep(delay)
+            delay = min(2 * delay, _POLL_MAX_S)
+
+    def _reserve_once(
+        self,
+        dataset: str,
+        analyst: str,
+        request_id: str,
+        loss: PrivacyLoss,
+        family: str | None,
+        cache_key: str | None,
+        event: PldEvent | None,
+        partition: PartitionSpec | None,
+        event_json: dict[str, Any] | None,
+        event_text: str | None,
+        loss_text: str,
+        since: dict[tuple[int, float], float],
+    ) -> Reservation | _Wait:
+        """One reserve transaction: a Reservation, or ``_Wait`` when another charge holds the cache key."""
         now = self._clock()
+
+        def fresh(holder: Row) -> bool:
+            """The holder is pending inside its lease (by the ledger clock and by this wait)."""
+            if holder[1] != ChargeState.RESERVED.value:
+                return False  # ABANDONED: resolve_stale found it stale already
+            updated = float(holder[2])
+            start = since.get((int(holder[0]), updated))
+            waited = 0.0 if start is None else time.monotonic() - start
+            return now - updated < self._lease_s and waited < self._lease_s
+
         with self._backend.write() as tx:
             dataset_id = self._dataset_ids.get(dataset) or self._dataset_ids.setdefault(
                 dataset, dataset_id_of(tx, dataset)
@@ -178,13 +289,25 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
 
             def existing() -> Row | None:
                 rows = tx.execute(
-                    f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?", (analyst, request_id)
-                )
+                    f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?{{lock}}",
+                    (analyst, request_id),
+                )  # locked: on PostgreSQL a concurrent commit of this row is waited for, not read stale
                 return rows[0] if rows else None
 
             if cache_key is not None:
-                if (row := existing()) is not None:
+                row = existing()
+                holder = flight_holder(tx, dataset_id, cache_key)  # before the cache read (see commit)
+                if row is not None and ChargeState(row[2]) != ChargeState.REFUNDED:
+                    if holder is not None and int(holder[0]) == int(row[0]) and fresh(holder):
+                        return _Wait(int(holder[0]), float(holder[2]))  # this request is running elsewhere
                     return self._retry(tx, row, base, same, budgets, event, now, partition)
+                if holder is not None:
+                    if fresh(holder):
+                        return _Wait(int(holder[0]), float(holder[2]))
+                    if not supersede(tx, int(holder[0]), now):  # pragma: no cover - it changed meanwhile
+                        return _Wait(int(holder[0]), float(holder[2]))
+                    payload = {"charge": int(holder[0]), "refunded": False, "superseded": "lease expired"}
+                    _audit.append(tx, at=_iso(now), event="fail", payload=payload)
                 stored = cached_release(tx, dataset_id, cache_key)
                 if stored is not None:
                     payload = _answer_payload(base, stored.charge_id, stored.release_id)
@@ -216,6 +339,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                     now,
                     None if group is None else group.partition_id,
                     None if group is None else group.part,
+                    cache_key,
                 ),
             )
             if charge_id is None:  # the request id exists: nothing was written, answer it as a retry
@@ -255,6 +379,8 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         if state in OPEN_STATES:
             payload = _answer_payload(base, charge_id, None) | {"state": state.value}
             _audit.append(tx, at=_iso(now), event="resume", payload=payload)
+            if row[5] is not None:  # the resumer holds the cache key now: a fresh lease
+                tx.send("UPDATE charges SET owner = ?, updated_at = ? WHERE id = ?", (self._owner, now, charge_id))
             return _replace(base, charge_id=charge_id, state=state, resumed=True)
         if state == ChargeState.FAILED:
             raise LedgerStateError(
@@ -269,8 +395,9 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         plan = plan_debits(tx, budgets, base.loss, dataset_id=int(row[1]), event=event, group=group)
         debits = apply_debits(tx, plan)
         tx.execute(
-            "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ?, charged_at = ? WHERE id = ?",
-            (debits, self._owner, now, now, charge_id),
+            "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ?, charged_at = ?,"
+            " flight_key = ? WHERE id = ?",
+            (debits, self._owner, now, now, row[5], charge_id),
         )
         event_json = None if event is None else event_to_json(event)
         payload = charge_payload(charge_id, base, row[4], event_json, payload_json(partition))
@@ -282,9 +409,21 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
 
         When the charge is already committed (a concurrent retry won), the stored release is
         returned and ``record`` is discarded: a value never leaves twice with different noise.
+        ``commit_outcome`` also says whether this call was the one that stored it.
+        """
+        return self.commit_outcome(reservation, record).stored
+
+    def commit_outcome(self, reservation: Reservation, record: ReleaseRecord) -> Committed:
+        """``commit``, telling the completion that stored the release (``charged``) from the others.
+
+        Raises:
+            LedgerStateError: the charge cannot be committed: it failed, was refunded, or was
+                superseded after its lease (FAILED, it stays spent), or its cache key already has a
+                stored release from another charge (this charge becomes FAILED, spent, no value).
+
         """
         if reservation.stored is not None:
-            return reservation.stored
+            return Committed(reservation.stored, False)
         charge_id = charge_id_of(reservation)
         try:
             value_json = canonical_json(record.value)
@@ -305,25 +444,56 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             record.adjacency,
             record.code_version,
         )
+        refused: _Refused | None = None
         with self._backend.write() as tx:
-            done = store_release(tx, charge_id, now, release)
-            if done is None:  # not open: a concurrent retry committed it, or the step is not allowed
+            head = tx.execute("SELECT dataset_id, cache_key, state FROM charges WHERE id = ?{lock}", (charge_id,))
+            if head and head[0][1] is not None and ChargeState(head[0][2]) in OPEN_STATES:
+                other = cached_release(tx, int(head[0][0]), head[0][1])
+                if other is not None and other.charge_id != charge_id:  # one value per cache key, ever
+                    tx.execute(
+                        "UPDATE charges SET state = 'failed', flight_key = NULL, updated_at = ? WHERE id = ?",
+                        (now, charge_id),
+                    )
+                    payload = {"charge": charge_id, "refunded": False, "superseded": "key has a release"}
+                    _audit.append(tx, at=_iso(now), event="fail", payload=payload)
+                    refused = _Refused(
+                        LedgerStateError(
+                            "single flight: this cache key already has a stored release from another charge;"
+                            " this charge stays spent and its value is discarded",
+                            reservation.request_id,
+                            "send the request again with a new request id: the stored release is returned at no cost",
+                        )
+                    )
+            done = None if refused is not None else store_release(tx, charge_id, now, release)
+            if refused is None and done is None:  # not open: a concurrent retry committed it, or not allowed
                 state = ChargeState(tx.execute("SELECT state FROM charges WHERE id = ?", (charge_id,))[0][0])
                 if state == ChargeState.COMMITTED:
-                    return release_of_charge(tx, charge_id)
+                    return Committed(release_of_charge(tx, charge_id), False)
+                if state == ChargeState.FAILED and head and head[0][1] is not None:
+                    raise LedgerStateError(
+                        "single flight: this reservation failed or was superseded after its lease"
+                        f" ({self._lease_s:g} s) while it held its cache key; it stays spent and cannot commit",
+                        reservation.request_id,
+                        "send the request again with a new request id (the key's stored release is free), or"
+                        " open the ledger with a longer lease_s for releases this slow",
+                    )
                 check_transition(state, ChargeState.COMMITTED, request_id=reservation.request_id)
                 raise LedgerStateError("the charge cannot be committed", reservation.request_id, "reserve again")
-            release_id, cache_key = done
-            payload = {
-                "charge": charge_id,
-                "release": int(release_id),
-                "value_sha256": hashlib.sha256(value_json.encode("utf-8")).hexdigest(),
-                "mechanism": record.mechanism,
-                "mechanism_version": record.mechanism_version,
-                "code_version": record.code_version,
-            }
-            _audit.append(tx, at=_iso(now), event="commit", payload=payload)
-        return StoredRelease(
+            if done is not None:
+                release_id, cache_key = done
+                payload = {
+                    "charge": charge_id,
+                    "release": int(release_id),
+                    "value_sha256": hashlib.sha256(value_json.encode("utf-8")).hexdigest(),
+                    "mechanism": record.mechanism,
+                    "mechanism_version": record.mechanism_version,
+                    "code_version": record.code_version,
+                }
+                _audit.append(tx, at=_iso(now), event="commit", payload=payload)
+        if refused is not None:  # raised after the transaction: the FAILED state is kept
+            raise refused.error
+        assert done is not None
+        stored = StoredRelease(
             int(release_id),
             charge_id,
             reservation.dataset,
@@ -336,6 +506,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             record.adjacency,
             record.code_version,
         )
+        return Committed(stored, True)
 
     def fail(self, reservation: Reservation, *, data_accessed: bool) -> None:
         """End a reservation without a release.
@@ -358,7 +529,10 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             state = ChargeState(row[2])
             if data_accessed:
                 check_transition(state, ChargeState.FAILED, request_id=reservation.request_id)
-                tx.execute("UPDATE charges SET state = 'failed', updated_at = ? WHERE id = ?", (now, charge_id))
+                tx.execute(
+                    "UPDATE charges SET state = 'failed', flight_key = NULL, updated_at = ? WHERE id = ?",
+                    (now, charge_id),
+                )
                 _audit.append(tx, at=_iso(now), event="fail", payload={"charge": charge_id, "refunded": False})
                 return
             check_transition(state, ChargeState.REFUNDED, request_id=reservation.request_id)
@@ -368,7 +542,10 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                     reservation.request_id,
                     "call fail(..., data_accessed=True): the earlier attempt may have read data",
                 )
-            tx.execute("UPDATE charges SET state = 'refunded', updated_at = ? WHERE id = ?", (now, charge_id))
+            tx.execute(
+                "UPDATE charges SET state = 'refunded', flight_key = NULL, updated_at = ? WHERE id = ?",
+                (now, charge_id),
+            )
             refund(tx, dataset_id, budgets, row)
             _audit.append(tx, at=_iso(now), event="fail", payload={"charge": charge_id, "refunded": True})
 

@@ -32,6 +32,13 @@ Version 5 adds ``api_tokens`` for the release service (``_service``): one row pe
 public id, analyst, role, a random salt and ``sha256(salt || secret)``; the token itself is never
 stored. ``revoked_at`` is set when the steward revokes it.
 
+Version 6 adds single flight per cache key (DESIGN invariant 5): ``charges.flight_key`` holds the
+cache key while the charge is the pending holder of it (set by ``reserve``, cleared by ``commit``,
+``fail`` and supersession), under a unique partial index on ``(dataset_id, flight_key)``: at most
+one pending reservation per (dataset, cache key), across processes, on both backends. Charges
+written before version 6 keep ``flight_key`` NULL (they hold nothing; ``commit`` still refuses to
+store a second release for a key).
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -224,6 +231,17 @@ MIGRATIONS += (
                 token_hash TEXT NOT NULL,
                 created_at {real} NOT NULL,
                 revoked_at {real})""",
+        ),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        6,
+        "single flight per cache key: the pending holder of each (dataset, cache key)",
+        (
+            "ALTER TABLE charges ADD COLUMN flight_key TEXT",
+            "CREATE UNIQUE INDEX charges_flight ON charges (dataset_id, flight_key) WHERE flight_key IS NOT NULL",
         ),
     ),
 )

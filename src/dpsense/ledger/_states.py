@@ -18,6 +18,9 @@ Rules:
   depends on the data is itself a release, DESIGN invariant 6).
 * A reservation left by a crashed process is never silently refunded: ``resolve_stale`` marks it
   ABANDONED and it stays charged.
+* Single flight: a RESERVED charge with a cache key holds the key; an identical request waits for
+  it. A holder still RESERVED after its lease, or ABANDONED, is superseded by the next identical
+  request: RESERVED/ABANDONED -> FAILED (stays spent, can never commit), see ``_ledger``.
 * A retry with the same (analyst, request id) never charges twice and never draws new noise for a
   value that left the process: COMMITTED returns the stored release; RESERVED or ABANDONED means no
   value was ever committed (values leave only after ``commit``), so the retry may complete it, and

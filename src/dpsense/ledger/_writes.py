@@ -19,8 +19,8 @@ from dpsense.ledger._rows import BudgetRow, group_spends, pld_spent
 
 _INSERT_CHARGE = (
     "INSERT INTO charges (dataset_id, analyst, request_id, state, loss, family, cache_key, debits, owner,"
-    " created_at, updated_at, event, charged_at, partition_id, part)"
-    " VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " created_at, updated_at, event, charged_at, partition_id, part, flight_key)"
+    " VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (analyst, request_id) DO NOTHING RETURNING id"
 )
 
@@ -30,7 +30,7 @@ _RELEASE_COLUMNS = (
 )
 #: Completes an open (reserved or abandoned) charge and stores its release; no row when not open.
 _PG_COMMIT = (
-    "WITH c AS (UPDATE charges SET state = 'committed', updated_at = ? WHERE id = ?"
+    "WITH c AS (UPDATE charges SET state = 'committed', flight_key = NULL, updated_at = ? WHERE id = ?"
     " AND state IN ('reserved', 'abandoned') RETURNING id, dataset_id, cache_key)"
     f" INSERT INTO releases ({_RELEASE_COLUMNS})"
     " SELECT id, dataset_id, cache_key, ?, ?, ?, ?, ?, ?, ?, ? FROM c RETURNING id, cache_key"
@@ -38,7 +38,11 @@ _PG_COMMIT = (
 
 
 def insert_charge(tx: Tx, values: tuple[object, ...]) -> int | None:
-    """Insert a new reserved charge; None when (analyst, request id) exists already (nothing written)."""
+    """Insert a new reserved charge; None when (analyst, request id) exists already (nothing written).
+
+    The last value is the flight key (the cache key, or None): the new charge holds its cache key
+    until it is committed or failed (``charges_flight`` is unique, so one holder per key).
+    """
     rows = tx.execute(_INSERT_CHARGE, values)
     return int(rows[0][0]) if rows else None
 
@@ -53,7 +57,8 @@ def store_release(tx: Tx, charge_id: int, now: float, release: tuple[object, ...
         rows = tx.execute(_PG_COMMIT, (now, charge_id, *release, now))
         return (int(rows[0][0]), rows[0][1]) if rows else None
     rows = tx.execute(
-        "UPDATE charges SET state = 'committed', updated_at = ? WHERE id = ? AND state IN ('reserved', 'abandoned')"
+        "UPDATE charges SET state = 'committed', flight_key = NULL, updated_at = ?"
+        " WHERE id = ? AND state IN ('reserved', 'abandoned')"
         " RETURNING dataset_id, cache_key",
         (now, charge_id),
     )
@@ -92,3 +97,26 @@ def refund(tx: Tx, dataset_id: int, budgets: dict[int, BudgetRow], row: Row) -> 
             "UPDATE budgets SET spent_a = ?, spent_b = ? WHERE id = ?",
             (frac_text(new[0]), frac_text(new[1]), budget.id),
         )
+
+
+#: The pending holder of a (dataset, cache key): id, state, updated_at (the lease's start), owner.
+_HOLDER = "SELECT id, state, updated_at, owner FROM charges WHERE dataset_id = ? AND flight_key = ?"
+
+
+def flight_holder(tx: Tx, dataset_id: int, cache_key: str) -> Row | None:
+    """The charge holding ``cache_key`` (reserved or abandoned, never committed), or None."""
+    rows = tx.execute(_HOLDER, (dataset_id, cache_key))
+    return rows[0] if rows else None
+
+
+def supersede(tx: Tx, charge_id: int, now: float) -> bool:
+    """End a stale holder: FAILED (stays spent, can never commit), its flight key released.
+
+    False when it is no longer the holder (it committed or failed meanwhile): the caller looks again.
+    """
+    rows = tx.execute(
+        "UPDATE charges SET state = 'failed', flight_key = NULL, updated_at = ?"
+        " WHERE id = ? AND flight_key IS NOT NULL AND state IN ('reserved', 'abandoned') RETURNING id",
+        (now, charge_id),
+    )
+    return bool(rows)

@@ -7,7 +7,8 @@
    bad input leaves the ledger unchanged (DESIGN invariant 6);
 2. ``ledger.reserve`` the plan's exact loss under a cache key (keyed snapshot fingerprint + canonical
    plan + mechanism version): a stored answer to the same request is returned at no cost, with its
-   stored noise (invariant 5);
+   stored noise (invariant 5); an identical request still pending elsewhere is waited for (single
+   flight, ``dpsense.ledger._ledger``) and its release returned the same way;
 3. run the plan on the engine with a fresh secret salt inside a release scope (temporary tables are
    removed on exit, even on error);
 4. check that the realised loss of every step composes to exactly the charge (``InternalError``
@@ -34,12 +35,13 @@ from dpsense.core.errors import (
     DPSenseError,
     InternalError,
     InvalidPrivacyParameter,
+    LedgerStateError,
     UnknownDataset,
     UsageError,
 )
 from dpsense.core.numbers import NumberLike
 from dpsense.engine import Engine
-from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Scope, StoredRelease
+from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Reservation, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
 from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, plan
 from dpsense.query._schema import Schema
@@ -336,19 +338,21 @@ class Session:
                 adjacency=dataset.profile.adjacency.value,
                 code_version=__version__,
             )
-            stored = self._ledger.commit(reservation, record)
+            outcome = self._ledger.commit_outcome(reservation, record)
         except DPSenseError as exc:
-            self._ledger.fail(reservation, data_accessed=data_accessed)
+            self._fail(reservation, data_accessed=data_accessed)
             if data_accessed:
                 raise ChargedFailure(reservation.request_id) from None
             raise exc
         except BaseException:
-            self._ledger.fail(reservation, data_accessed=data_accessed)
+            self._fail(reservation, data_accessed=data_accessed)
             if data_accessed:
                 raise ChargedFailure(reservation.request_id) from None
             raise
         progress("released", len(stages), len(stages))
-        return Release(stored, cached=False, charged=requested)
+        if not outcome.charged:  # another completion of this charge stored its value first: answer that one
+            return Release(outcome.stored, cached=True, charged=None)
+        return Release(outcome.stored, cached=False, charged=requested)
 
     def sql(
         self,
@@ -392,6 +396,14 @@ class Session:
         return self._ledger.verify()
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _fail(self, reservation: Reservation, *, data_accessed: bool) -> None:
+        """End a reservation; after data access one that is already FAILED (superseded) stays so."""
+        try:
+            self._ledger.fail(reservation, data_accessed=data_accessed)
+        except LedgerStateError:
+            if not data_accessed:
+                raise
 
     def _require_steward(self, what: str) -> None:
         if self.role != "steward":
