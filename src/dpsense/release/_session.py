@@ -34,7 +34,6 @@ from dpsense.core.errors import (
     ChargedFailure,
     DPSenseError,
     InternalError,
-    InvalidPrivacyParameter,
     LedgerStateError,
     UnknownDataset,
     UsageError,
@@ -50,7 +49,7 @@ from dpsense.query.sql import parse_sql
 from dpsense.release._admission import admit
 from dpsense.release._datasets import Dataset, Declaration, attach, register
 from dpsense.release._executor import check_executable, collect_bound, execute
-from dpsense.release._policy import Budget, PrivacyPolicy
+from dpsense.release._policy import Budget, PrivacyPolicy, check_budget_policy, check_release_policy
 from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
 from dpsense.release._sql import SqlRelease
@@ -162,6 +161,7 @@ class Session:
     def set_budget(self, dataset: str, scope: Scope, budget: Budget) -> None:
         """Create or change a sub-budget (per analyst, family, period) or the total (steward only)."""
         self._require_steward("set budgets")
+        check_budget_policy(self._ledger, dataset, scope, budget)  # the policy's δ and ε rules, before any write
         self._ledger.set_budget(dataset, scope, budget.as_loss())
 
     def register_dataset(
@@ -262,7 +262,7 @@ class Session:
             population=_population(dataset),
             engine_key=_engine_value,
         )
-        self._check_cap(dataset, result)
+        check_release_policy(dataset.profile.policy, result.requested)
         collect_rows = self._collect_rows(dataset, result)  # refuses a bound above the engine's limit
         return dataset, ir, result, collect_rows
 
@@ -424,17 +424,6 @@ class Session:
         if name not in known:
             raise UnknownDataset(name)
         return name, self.dataset(name).schema
-
-    @staticmethod
-    def _check_cap(dataset: Dataset, the_plan: Plan) -> None:
-        policy = dataset.profile.policy or {}
-        cap = Fraction(policy["per_release_epsilon"]) if "per_release_epsilon" in policy else None
-        if cap is not None and the_plan.requested.epsilon > cap:
-            raise InvalidPrivacyParameter(
-                "the release asks for more ε than the dataset's per-release cap",
-                float(the_plan.requested.epsilon),
-                f"ask for epsilon <= {float(cap):g}, or split the query into smaller releases",
-            )
 
     def _collect_rows(self, dataset: Dataset, the_plan: Plan) -> int | None:
         """The public bound on collected rows, refused before any charge when the engine's limit is lower."""
