@@ -1,13 +1,13 @@
 """Single flight per cache key (DESIGN invariant 5) at the ledger, on both backends.
 
 N ∈ {4, 12, 32} callers (threads, each with its own ``Ledger``; and spawned processes, each
-opening the ledger URL itself) reserve one identical cache key at the same moment, 20 rounds per
-N (10 for N = 32, to keep the file near a minute on 2 cores; one set of 32 spawned processes
-serves both backends): exactly one reserves and draws, the rest wait and get its stored release;
+opening the ledger URL itself) reserve one identical cache key at the same moment, 10 rounds per
+N by default (5 for N = 32, to keep the file near a minute on 2 cores; one set of 32 spawned
+processes serves both backends): exactly one reserves and draws, the rest wait and get its stored release;
 exactly one caller reports ``charged``; exactly one charge counts. Also: a holder that fails before data access
 lets the next one proceed; a SIGKILLed holder blocks the key only for its lease and never leads
 to two draws; a holder that outlives its lease is superseded and can no longer commit.
-Processes run ``PROCESS_ROUNDS`` = 10 rounds per N and backend by default (5 for N = 32);
+Processes run ``PROCESS_ROUNDS`` = 3 rounds per N and backend by default (1 for N = 32);
 ``DPSENSE_FLIGHT_ROUNDS`` (threads) and ``DPSENSE_FLIGHT_PROCESS_ROUNDS`` override them (20 and
 20 is the full figure: about 60 s for the process test alone on a loaded 2-core machine).
 """
@@ -32,8 +32,8 @@ from dpsense.core.errors import LedgerStateError
 from dpsense.ledger import ChargeState, Ledger, ReleaseRecord
 from tests.unit.ledger.support import drop_pg_schema, fresh_pg_schema
 
-ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_ROUNDS") or 20)
-PROCESS_ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_PROCESS_ROUNDS") or 10)
+ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_ROUNDS") or 10)
+PROCESS_ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_PROCESS_ROUNDS") or 3)
 SIZES = [4, 12, 32]
 
 

@@ -4,7 +4,7 @@ N ∈ {4, 12, 32} analysts (three names, each caller its own ``Session``: its ow
 and DuckDB engine) send one identical query at the same moment. Every round: exactly one charge
 and one stored release for the cache key, every caller gets the same noisy value, and exactly one
 ``Release`` has ``charged`` set (``cached=False``); the others have ``cached=True, charged=None``.
-Threads: 10 rounds per N by default (5 for N = 32). Spawned processes (each opening its own Session
+Threads: 5 rounds per N by default (2 for N = 32). Spawned processes (each opening its own Session
 on the ledger URL, one set of 32 workers for both backends): 2 rounds per N and backend by default
 (spawning 32 DuckDB sessions dominates), to keep the file near a minute on a loaded 2-core
 machine. ``DPSENSE_FLIGHT_ROUNDS`` (threads) and ``DPSENSE_FLIGHT_PROCESS_ROUNDS`` override them;
@@ -27,7 +27,7 @@ from dpsense.ledger import ChargeState
 from tests.system.release.support import planted, register
 from tests.unit.ledger.support import drop_pg_schema, fresh_pg_schema
 
-ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_ROUNDS") or 10)
+ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_ROUNDS") or 5)
 PROCESS_ROUNDS = int(os.environ.get("DPSENSE_FLIGHT_PROCESS_ROUNDS") or 2)
 SIZES = [4, 12, 32]
 ANALYSTS = 3
