@@ -8,6 +8,7 @@ Every ``DPSenseError`` becomes one red line on stderr and an exit code (see ``_e
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -467,6 +468,37 @@ def verify_log(
             print_error(io.err, f"audit log broken at entry {report.first_broken_seq}: {report.reason}")
         if not report.ok:
             raise typer.Exit(1)
+
+
+@app.command("resolve-stale")
+def resolve_stale(
+    older_than: Annotated[
+        float, typer.Option("--older-than", help="Seconds a reservation must have been untouched (default one hour).")
+    ] = 3600.0,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mark reservations left by crashed processes ABANDONED (steward); they stay charged.
+
+    The rule (docs/ledger.md): a reservation untouched for --older-than seconds is marked ABANDONED, never
+    refunded (the crashed process may have read data); a retry with the same request id may still complete
+    it, and an identical request supersedes it at once instead of waiting out the lease. Pick --older-than
+    above the slowest release: a live release marked ABANDONED and then superseded ends in ChargedFailure.
+    """
+    with _command() as io:
+        _require_steward(steward, "resolve stale reservations")
+        if not (math.isfinite(older_than) and older_than > 0):
+            raise UsageError(
+                "--older-than must be a finite number of seconds > 0", older_than, "pass e.g. --older-than 3600"
+            )
+        with _session(ledger, analyst, steward) as session:
+            marked = session.ledger.resolve_stale(older_than_s=older_than)
+        if as_json:
+            io.document(out.dumps({"abandoned": marked, "older_than_s": older_than}))
+        else:
+            io.out.print(f"{marked} stale reservation(s) marked abandoned (they stay charged)", markup=False)
 
 
 @app.command(
