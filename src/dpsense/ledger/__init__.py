@@ -18,11 +18,12 @@ from dpsense.ledger._ledger import Ledger
 from dpsense.ledger._partitions import PartitionSpec
 from dpsense.ledger._profiles import DatasetProfile
 from dpsense.ledger._secrets import keyed_fingerprint
-from dpsense.ledger._service import SpendPoint, TokenIdentity, TokenInfo
+from dpsense.ledger._service import MAX_TOKEN_TTL_S, SpendPoint, TokenIdentity, TokenInfo
 from dpsense.ledger._states import ChargeState
 from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
 
 __all__ = [
+    "MAX_TOKEN_TTL_S",
     "AuditReport",
     "BudgetStatus",
     "ChargeRecord",

@@ -39,6 +39,10 @@ one pending reservation per (dataset, cache key), across processes, on both back
 written before version 6 keep ``flight_key`` NULL (they hold nothing; ``commit`` still refuses to
 store a second release for a key).
 
+Version 7 adds optional token expiry: ``api_tokens.expires_at`` (a timestamp in seconds) is set when
+the steward creates a token with an expiry; a token is refused at or after it. Tokens written before
+version 7 keep ``expires_at`` NULL and never expire.
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -243,6 +247,14 @@ MIGRATIONS += (
             "ALTER TABLE charges ADD COLUMN flight_key TEXT",
             "CREATE UNIQUE INDEX charges_flight ON charges (dataset_id, flight_key) WHERE flight_key IS NOT NULL",
         ),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        7,
+        "optional API token expiry",
+        ("ALTER TABLE api_tokens ADD COLUMN expires_at {real}",),
     ),
 )
 

@@ -9,7 +9,12 @@ API tokens
     ``sha256(salt || secret)`` with a fresh 16-byte salt per token. A 256-bit random secret cannot be
     guessed, so a fast hash is enough (no password stretching); the salt keeps equal secrets from
     sharing a stored hash and stops a precomputed table. Creating and revoking a token are audited
-    (id, analyst, role; never the secret or its hash).
+    (id, analyst, role, expiry; never the secret or its hash).
+
+    A token may expire: ``create_token(..., expires_at=t)`` (Unix seconds) or ``ttl_s=s`` (``t`` =
+    the ledger clock + ``s``). The expiry must be finite, after now and at most ``MAX_TOKEN_TTL_S``
+    (10 years) ahead. ``verify_token`` refuses a token at or after its expiry (by the ledger clock);
+    a token created without one (and every token from before schema version 7) never expires.
 
     The format is strict (``TOKEN_PATTERN``, ``TOKEN_LENGTH``): ``dps_``, 16 lowercase hex digits,
     ``_``, then exactly the 43 characters of the secret's canonical unpadded URL-safe base64. Padding
@@ -20,8 +25,9 @@ API tokens
     reads one stored row (the token's, or for an unknown id the oldest token's, so the index probe
     and the row read happen either way), one hash of ``salt || secret`` and two constant-time
     comparisons (``hmac.compare_digest``: the id, the hash) against that row or a dummy; the checks
-    of revocation and role are combined only after all of that. A malformed token skips the lookup
-    (its format is public) but is still hashed once.
+    of revocation, expiry and role are combined only after all of that (the clock is read once for
+    every token, so an expired token is refused after the same work as any other refusal). A malformed
+    token skips the lookup (its format is public) but is still hashed once.
 
 Spend times
     ``spend_timeline(dataset)`` lists every charge that spends (reserved, committed, failed,
@@ -35,6 +41,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +64,8 @@ TOKEN_PREFIX = "dps"
 _ID_BYTES = 8
 _SECRET_BYTES = 32
 _SALT_BYTES = 16
+#: The longest a token may live: 10 years (365.25-day years) of seconds.
+MAX_TOKEN_TTL_S = 10 * 365.25 * 86_400
 _SECRET_CHARS = 43  # len(base64url(32 bytes)) without padding
 #: The exact length of a token: ``dps_`` + 16 hex digits + ``_`` + 43 base64url characters.
 TOKEN_LENGTH = len(TOKEN_PREFIX) + 1 + 2 * _ID_BYTES + 1 + _SECRET_CHARS
@@ -68,7 +77,7 @@ _DUMMY_HASH = "0" * 64
 _DUMMY_ID = "-" * (2 * _ID_BYTES)  # never a stored id (not hex)
 #: One row whatever the id: the token's, else the oldest token's (both cost an index probe and a row read).
 _LOOKUP_SQL = (
-    "SELECT token_id, analyst, role, salt, token_hash, revoked_at FROM api_tokens"
+    "SELECT token_id, analyst, role, salt, token_hash, revoked_at, expires_at FROM api_tokens"
     " WHERE id = COALESCE((SELECT id FROM api_tokens WHERE token_id = ?), (SELECT MIN(id) FROM api_tokens))"
 )
 
@@ -91,6 +100,8 @@ class TokenInfo:
     role: Role
     created_at: float
     revoked: bool
+    #: Unix seconds at and after which the token is refused; ``None``: it never expires.
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,52 +120,68 @@ class ServiceOps:
     _backend: Backend
     _clock: Callable[[], float]
 
-    def create_token(self, analyst: str, *, role: Role = "analyst") -> str:
+    def create_token(
+        self,
+        analyst: str,
+        *,
+        role: Role = "analyst",
+        expires_at: float | None = None,
+        ttl_s: float | None = None,
+    ) -> str:
         """A new API token for ``analyst`` with ``role``; the only time the token is ever returned.
+
+        ``expires_at`` (Unix seconds) or ``ttl_s`` (seconds from now, by the ledger clock) makes the
+        token expire; with neither it never expires.
 
         Raises:
             UnknownAnalyst: the analyst was never added (``add_analyst``).
-            UsageError: ``role`` is not ``"analyst"`` or ``"steward"``.
+            UsageError: ``role`` is not ``"analyst"`` or ``"steward"``; both ``expires_at`` and
+                ``ttl_s`` are given; the expiry is not a finite number after now and at most
+                ``MAX_TOKEN_TTL_S`` ahead.
 
         """
         analyst = _name(analyst, "analyst")
         if role not in ROLES:
             raise UsageError("a token's role is 'analyst' or 'steward'", role, "pass role='analyst'")
+        now = self._clock()
+        expiry = _expiry(now, expires_at, ttl_s)
         token_id = random_bytes(_ID_BYTES).hex()
         secret = random_bytes(_SECRET_BYTES)
         salt = random_bytes(_SALT_BYTES)
-        now = self._clock()
         with self._backend.write() as tx:
             if not tx.execute("SELECT 1 FROM analysts WHERE name = ?", (analyst,)):
                 raise UnknownAnalyst(analyst)
             tx.execute(
-                "INSERT INTO api_tokens (token_id, analyst, role, salt, token_hash, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (token_id, analyst, role, salt, _digest(salt, secret), now),
+                "INSERT INTO api_tokens (token_id, analyst, role, salt, token_hash, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (token_id, analyst, role, salt, _digest(salt, secret), now, expiry),
             )
-            payload = {"token_id": token_id, "analyst": analyst, "role": role}
+            payload = {"token_id": token_id, "analyst": analyst, "role": role, "expires_at": expiry}
             _audit.append(tx, at=_iso(now), event="create_token", payload=payload)
         return f"{TOKEN_PREFIX}_{token_id}_{_encode(secret)}"
 
     def verify_token(self, token: str) -> TokenIdentity | None:
-        """Who ``token`` speaks for, or ``None`` when it is malformed, unknown, wrong or revoked.
+        """Who ``token`` speaks for, or ``None`` when it is malformed, unknown, wrong, revoked or expired.
 
         Every refusal is the same ``None``; known and unknown ids cost the same work (module docstring).
         """
+        now = self._clock()
         parsed = _parse(token)
         token_id, secret = parsed if parsed is not None else (_DUMMY_ID, b"")
         rows: list[tuple[object, ...]] = []
         if parsed is not None:
             with self._backend.read() as tx:
                 rows = [tuple(r) for r in tx.execute(_LOOKUP_SQL, (token_id,))]
-        stored_id, analyst, role, salt, stored_hash, revoked_at = (
-            rows[0] if rows else (_DUMMY_ID, "", "", _DUMMY_SALT, _DUMMY_HASH, None)
+        stored_id, analyst, role, salt, stored_hash, revoked_at, expires_at = (
+            rows[0] if rows else (_DUMMY_ID, "", "", _DUMMY_SALT, _DUMMY_HASH, None, None)
         )
         same_id = hmac.compare_digest(str(stored_id).encode("utf-8"), token_id.encode("utf-8"))
         same_hash = hmac.compare_digest(
             _digest(_as_bytes(salt), secret).encode("utf-8"), str(stored_hash).encode("utf-8")
         )
-        if not (parsed is not None and rows and same_id and same_hash) or revoked_at is not None or role not in ROLES:
+        live = now < (math.inf if expires_at is None else _as_float(expires_at))
+        matched = parsed is not None and bool(rows) and same_id and same_hash
+        if not (matched and live) or revoked_at is not None or role not in ROLES:
             return None
         return TokenIdentity(token_id, str(analyst), "steward" if role == "steward" else "analyst")
 
@@ -175,13 +202,16 @@ class ServiceOps:
 
     def tokens(self, analyst: str | None = None) -> list[TokenInfo]:
         """Every token (of ``analyst`` when given), oldest first, without secrets or hashes."""
-        sql = "SELECT token_id, analyst, role, created_at, revoked_at FROM api_tokens"
+        sql = "SELECT token_id, analyst, role, created_at, revoked_at, expires_at FROM api_tokens"
         params: tuple[object, ...] = ()
         if analyst is not None:
             sql, params = sql + " WHERE analyst = ?", (analyst,)
         with self._backend.read() as tx:
             rows = tx.execute(sql + " ORDER BY id", params)
-        return [TokenInfo(str(r[0]), str(r[1]), r[2], float(r[3]), r[4] is not None) for r in rows]
+        return [
+            TokenInfo(str(r[0]), str(r[1]), r[2], float(r[3]), r[4] is not None, None if r[5] is None else float(r[5]))
+            for r in rows
+        ]
 
     def spend_timeline(self, dataset: str) -> list[SpendPoint]:
         """Every charge of ``dataset`` that spends, in debit order (see the module docstring)."""
@@ -203,6 +233,27 @@ def _digest(salt: bytes, secret: bytes) -> str:
 
 def _encode(secret: bytes) -> str:
     return base64.urlsafe_b64encode(secret).decode("ascii").rstrip("=")
+
+
+def _as_float(value: object) -> float:
+    """A stored expiry as a float; anything unreadable counts as already expired (fail closed)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -math.inf
+
+
+def _expiry(now: float, expires_at: object, ttl_s: object) -> float | None:
+    """The expiry to store for a new token (``create_token``), or ``None`` for no expiry."""
+    fix = f"pass expires_at (Unix seconds) or ttl_s (seconds, > 0 and at most {MAX_TOKEN_TTL_S:.0f}), not both"
+    if expires_at is not None and ttl_s is not None:
+        raise UsageError("a token's expiry is expires_at or ttl_s, not both", (expires_at, ttl_s), fix)
+    value = ttl_s if ttl_s is not None else expires_at
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise UsageError("a token's expiry is a finite number of seconds", value, fix)
+    expiry = now + float(value) if ttl_s is not None else float(value)
+    if not (expiry > now and expiry - now <= MAX_TOKEN_TTL_S):
+        raise UsageError("a token expires after now and at most 10 years ahead", value, fix)
+    return expiry
 
 
 def _as_bytes(value: object) -> bytes:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, Field, StrictFloat, StrictInt
 
-from dpsense.service._spec import Body, Name, Number, Scalar
+from dpsense.ledger import MAX_TOKEN_TTL_S
+from dpsense.service._spec import Body, Name, Number, Scalar, _bounded
 
 # -- responses ------------------------------------------------------------------------------------
 
@@ -117,6 +118,7 @@ class TokenOut(BaseModel):
     token_id: str
     analyst: str
     role: str
+    expires_at: float | None = None
 
 
 class AuditOut(BaseModel):
@@ -192,11 +194,25 @@ class AnalystIn(Body):
     name: Name
 
 
+def _lifetime(value: float) -> float:
+    """A token lifetime in seconds: finite, > 0 and at most ``MAX_TOKEN_TTL_S`` (10 years)."""
+    if not 0 < value <= MAX_TOKEN_TTL_S:
+        raise ValueError(f"a token's lifetime is > 0 and at most {MAX_TOKEN_TTL_S:.0f} seconds (10 years)")
+    return float(value)
+
+
+#: A token lifetime as written: an integer or decimal number of seconds within the size rule and ``_lifetime``.
+Lifetime = Annotated[StrictInt | StrictFloat, AfterValidator(_bounded), AfterValidator(_lifetime)]
+
+
 class TokenIn(Body):
     """A token to create for an existing analyst."""
 
     analyst: Name
     role: Literal["analyst", "steward"] = "analyst"
+    expires_in_s: Lifetime | None = Field(
+        default=None, description=f"seconds until the token expires (> 0, at most {MAX_TOKEN_TTL_S:.0f}); none: never"
+    )
 
 
 class SetBudgetIn(Body):

@@ -116,11 +116,19 @@ async def add_analyst(body: AnalystIn, caller: StewardDep) -> dict[str, Any]:
 
 @router.post("/tokens", response_model=TokenOut, status_code=201)
 async def create_token(body: TokenIn, caller: StewardDep) -> dict[str, Any]:
-    """A new API token for an existing analyst; shown once, stored only as a salted hash."""
+    """A new API token for an existing analyst; shown once, stored only as a salted hash.
+
+    ``expires_in_s`` (optional; finite, > 0, at most 10 years) makes it expire that many seconds from now.
+    """
 
     def work(worker: Worker) -> dict[str, Any]:
-        token = worker.ledger.create_token(body.analyst, role=body.role)
-        return {"token": token, "token_id": token.split("_")[1], "analyst": body.analyst, "role": body.role}
+        token = worker.ledger.create_token(body.analyst, role=body.role, ttl_s=body.expires_in_s)
+        token_id = token.split("_")[1]
+        expires_at = None
+        if body.expires_in_s is not None:
+            expires_at = next(t.expires_at for t in worker.ledger.tokens(body.analyst) if t.token_id == token_id)
+        doc = {"token": token, "token_id": token_id, "analyst": body.analyst, "role": body.role}
+        return doc | {"expires_at": expires_at}
 
     return await caller.run_worker(work)
 

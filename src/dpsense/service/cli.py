@@ -5,7 +5,7 @@
     python -m dpsense.service serve --ledger postgresql://... --data-dir /srv/data [--host 127.0.0.1]
         [--port 8000] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--constant-work 256]
         [--access-log]
-    python -m dpsense.service token create NAME [--role analyst|steward] --ledger URL
+    python -m dpsense.service token create NAME [--role analyst|steward] [--expires-in-s SECONDS] --ledger URL
     python -m dpsense.service token revoke TOKEN_ID --ledger URL
     python -m dpsense.service token list [--analyst NAME] --ledger URL
 
@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dpsense.core.errors import DPSenseError
@@ -67,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     create = actions.add_parser("create", parents=[ledger], help="create a token (printed once)")
     create.add_argument("analyst")
     create.add_argument("--role", choices=["analyst", "steward"], default="analyst")
+    create.add_argument(
+        "--expires-in-s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the token expires this many seconds from now (> 0, at most 10 years); default: never",
+    )
     revoke = actions.add_parser("revoke", parents=[ledger], help="revoke a token by id")
     revoke.add_argument("token_id")
     listing = actions.add_parser("list", parents=[ledger], help="list tokens (no secrets)")
@@ -107,13 +116,17 @@ def _token(args: argparse.Namespace) -> int:
     with Ledger.open(args.ledger) as ledger:
         if args.action == "create":
             ledger.add_analyst(args.analyst)
-            print(ledger.create_token(args.analyst, role=args.role))
+            print(ledger.create_token(args.analyst, role=args.role, ttl_s=args.expires_in_s))
         elif args.action == "revoke":
             if not ledger.revoke_token(args.token_id):
                 print("error: no active token has that id", file=sys.stderr)
                 return 2
         else:
+            now = time.time()
             for info in ledger.tokens(args.analyst):
-                state = "revoked" if info.revoked else "active"
-                print(f"{info.token_id}\t{info.analyst}\t{info.role}\t{state}")
+                expired = info.expires_at is not None and now >= info.expires_at
+                state = "revoked" if info.revoked else "expired" if expired else "active"
+                at = info.expires_at
+                expiry = "never" if at is None else datetime.fromtimestamp(at, UTC).isoformat()
+                print(f"{info.token_id}\t{info.analyst}\t{info.role}\t{state}\texpires {expiry}")
     return 0

@@ -13,7 +13,7 @@ from fractions import Fraction
 import pytest
 
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.ledger import ChargeState, Scope
+from dpsense.ledger import ChargeState, Ledger, Scope
 from tests.system.service.support import Service, leaked, new_key, spec
 
 
@@ -57,6 +57,30 @@ def test_a_wrong_secret_for_a_real_token_id_or_a_revoked_token_is_401(service: S
     revoked = service.api("steward").request("DELETE", f"/v1/steward/tokens/{created.json()['token_id']}")
     assert revoked.status_code == 200
     assert fresh.get("/v1/whoami").status_code == 401
+
+
+def test_a_token_created_with_an_expiry_is_refused_at_it(service: Service) -> None:
+    steward = service.api("steward")
+    before = time.time()
+    created = steward.post("/v1/steward/tokens", {"analyst": "dave", "expires_in_s": 3600})
+    assert created.status_code == 201, created.text
+    doc = created.json()
+    assert before + 3600 <= doc["expires_at"] <= time.time() + 3600
+    fresh = service.api(None)
+    fresh.token = doc["token"]
+    assert fresh.get("/v1/whoami").json() == {"analyst": "dave", "role": "analyst"}
+    with Ledger.open(service.ledger_url, clock=lambda: doc["expires_at"]) as at_expiry:  # no sleeping
+        assert at_expiry.verify_token(doc["token"]) is None
+    forever = steward.post("/v1/steward/tokens", {"analyst": "dave"})
+    assert forever.status_code == 201 and forever.json()["expires_at"] is None
+    for bad in (0, -1, 315_576_001, "60", True):
+        refused = steward.post("/v1/steward/tokens", {"analyst": "dave", "expires_in_s": bad})
+        assert refused.status_code == 422, (bad, refused.text)
+    for raw in ('{"analyst": "dave", "expires_in_s": NaN}', '{"analyst": "dave", "expires_in_s": 1e309}'):
+        refused = steward.request(
+            "POST", "/v1/steward/tokens", content=raw, headers={"Content-Type": "application/json"}
+        )
+        assert 400 <= refused.status_code < 500, (raw, refused.text)
 
 
 def test_an_analyst_cannot_use_the_steward_routes(service: Service) -> None:
