@@ -202,17 +202,22 @@ def open_backend(url: str) -> SqliteBackend | PostgresBackend:
     """A backend from a URL: ``sqlite:///path/to/file.db`` (or a bare path) or ``postgresql://...``."""
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(url)
-    if url.startswith("sqlite://"):
-        path = unquote(urlparse(url).path)
-        if url.startswith("sqlite:////"):
-            path = "/" + path.lstrip("/")
-        elif url.startswith("sqlite:///"):
-            path = path[1:] if path.startswith("/") else path
-        if not path or path == ":memory:":
-            raise UnsupportedRequest(
-                "the ledger must be a file so that charges are durable", url, "pass sqlite:///path/to/ledger.db"
-            )
-        return SqliteBackend(path)
-    if "://" in url:
+    return SqliteBackend(sqlite_path(url))
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///path/to/file.db`` URL (or a bare path); refuses other schemes and memory."""
+    if "://" in url and not url.startswith("sqlite://"):
         raise UnsupportedRequest("unknown ledger URL scheme", url.split("://")[0], "use sqlite:/// or postgresql://")
-    return SqliteBackend(url)
+    if not url.startswith("sqlite://"):
+        return url
+    path = unquote(urlparse(url).path)
+    if url.startswith("sqlite:////"):
+        path = "/" + path.lstrip("/")
+    elif url.startswith("sqlite:///"):
+        path = path[1:] if path.startswith("/") else path
+    if not path or path == ":memory:":
+        raise UnsupportedRequest(
+            "the ledger must be a file so that charges are durable", url, "pass sqlite:///path/to/ledger.db"
+        )
+    return path
