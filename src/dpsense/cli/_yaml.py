@@ -6,7 +6,9 @@ valid name (``difflib``), so ``epsilonn:`` says "did you mean 'epsilon'?" and no
 Files are read under limits (``read_yaml``): at most ``MAX_YAML_BYTES``, ``MAX_DEPTH`` levels of
 nesting and ``MAX_VALUES`` values, no anchors or aliases, and numbers within the size rule of
 ``dpsense.query._values`` (a 5000-digit number or ``.inf`` is an error naming the field, not a
-traceback). The depth is checked on PyYAML's event stream as it is read, before anything is built.
+traceback). The limits are checked by the scanner shared with the service
+(``dpsense.query._limits.read_limited_yaml``) on PyYAML's event stream as it is read, before anything
+is built; this module words its refusals for a file and the command line.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from dpsense.cli._errors import SpecError, closest
-from dpsense.query._values import MAX_NUMBER_CHARS, NUMBER_RULE, number_problem
+from dpsense.query._limits import YamlLimitError, YamlViolation, read_limited_yaml
+from dpsense.query._values import NUMBER_RULE, number_problem
 
 #: The largest YAML file read (a release spec or policy is a few hundred bytes).
 MAX_YAML_BYTES = 1 << 20
@@ -114,40 +116,31 @@ def read_yaml(text: str, *, what: str, path: str) -> Any:
     """Parse ``text`` with PyYAML's safe loader under the limits of the module docstring."""
     if len(text) > MAX_YAML_BYTES:
         raise SpecError("", f"the {what} file is over {MAX_YAML_BYTES} bytes", path, "write a shorter file")
-    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    resolver = yaml.resolver.Resolver()
     try:
-        depth = values = 0
-        for event in yaml.parse(text, Loader=loader):
-            line = _line(event)
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-                raise SpecError("", f"the {what} file uses YAML anchors or aliases (line {line})", path,
-                                "write the values out")  # fmt: skip
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth, values = depth + 1, values + 1
-                if depth > MAX_DEPTH:
-                    raise SpecError("", f"the {what} file nests more than {MAX_DEPTH} levels (line {line})", path,
-                                    "flatten the file: a release spec nests 4 levels")  # fmt: skip
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-            elif isinstance(event, yaml.ScalarEvent):
-                values += 1
-                if event.implicit[0] and len(event.value) > MAX_NUMBER_CHARS:
-                    tag = str(resolver.resolve(yaml.ScalarNode, event.value, (True, False)))  # type: ignore[no-untyped-call]
-                    if tag.endswith((":int", ":float")):
-                        raise SpecError("", f"{NUMBER_RULE} (line {line})", f"{len(event.value)} characters",
-                                        "write a number such as 0.5, 30 or '1e-8'")  # fmt: skip
-            if values > MAX_VALUES:
-                raise SpecError(
-                    "", f"the {what} file holds more than {MAX_VALUES} values", path, "write a shorter file"
-                )
-        return yaml.load(text, Loader=loader)  # a safe loader: CSafeLoader or SafeLoader
-    except RecursionError:
-        raise SpecError("", f"the {what} file nests more than {MAX_DEPTH} levels", path, "flatten the file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise SpecError("", f"the {what} file is not valid YAML{where}", path, "fix the YAML syntax") from None
+        return read_limited_yaml(text, max_depth=MAX_DEPTH, max_values=MAX_VALUES)
+    except YamlLimitError as exc:
+        raise _spec_error(exc.violation, what=what, path=path) from None
+
+
+def _spec_error(violation: YamlViolation, *, what: str, path: str) -> SpecError:
+    """The CLI's words for a refused YAML file (its name, the line, the fix)."""
+    line = violation.line
+    if violation.kind == "anchor":
+        return SpecError(
+            "", f"the {what} file uses YAML anchors or aliases (line {line})", path, "write the values out"
+        )
+    if violation.kind == "depth":
+        if line is None:  # Python's recursion limit, not the scan, found it
+            return SpecError("", f"the {what} file nests more than {MAX_DEPTH} levels", path, "flatten the file")
+        return SpecError("", f"the {what} file nests more than {MAX_DEPTH} levels (line {line})", path,
+                         "flatten the file: a release spec nests 4 levels")  # fmt: skip
+    if violation.kind == "number":
+        return SpecError("", f"{NUMBER_RULE} (line {line})", f"{violation.chars} characters",
+                         "write a number such as 0.5, 30 or '1e-8'")  # fmt: skip
+    if violation.kind == "values":
+        return SpecError("", f"the {what} file holds more than {MAX_VALUES} values", path, "write a shorter file")
+    where = f" at line {line}, column {violation.column}" if line is not None else ""
+    return SpecError("", f"the {what} file is not valid YAML{where}", path, "fix the YAML syntax")
 
 
 def validate(data: object, model: type[ModelT], *, what: str, help_hint: str) -> ModelT:
@@ -182,9 +175,3 @@ def dotted(loc: Sequence[int | str]) -> str:
 
 def _lower(message: str) -> str:
     return message[:1].lower() + message[1:]
-
-
-def _line(event: Any) -> int:
-    """The 1-based line an event starts on (0 when PyYAML gives no mark)."""
-    mark = getattr(event, "start_mark", None)
-    return int(mark.line) + 1 if mark is not None else 0

@@ -20,10 +20,12 @@ YAML anchors / aliases     refused                     400 ``invalid_request``
 JSON bodies of the ``/v1/`` routes are checked by ``BodyCheck`` (an ASGI layer inside ``Guard``)
 before FastAPI sees them: a body that passes is bounded (depth, values, finite numbers of bounded
 size), so FastAPI's own parse and validation of it are short. YAML bodies are read by the YAML
-route itself through ``load_yaml`` on the parser threads: PyYAML's event stream is walked first,
-counting depth and values as the events arrive, and the document is composed only when the stream
-is within the limits (PyYAML's scanner is quadratic in the nesting depth, so the depth is cut off
-after ``MAX_DEPTH`` levels instead of being read to the end).
+route itself through ``load_yaml`` on the parser threads, with the scanner the CLI shares
+(``dpsense.query._limits.read_limited_yaml``): PyYAML's event stream is walked first, counting depth
+and values as the events arrive, and the document is composed only when the stream is within the
+limits (PyYAML's scanner is quadratic in the nesting depth, so the depth is cut off after
+``MAX_DEPTH`` levels instead of being read to the end). ``_yaml_refusal`` words its refusals as the
+JSON errors of this table.
 
 No error document echoes a non-finite number or an over-long input: the offending value is
 described (``"NaN"``, ``"a number of size 1e400 ..."``), never copied.
@@ -40,6 +42,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from dpsense.core.errors import UsageError
+from dpsense.query._limits import YamlLimitError, YamlViolation, read_limited_yaml
 from dpsense.query._values import MAX_NUMBER_CHARS, NUMBER_RULE, number_problem
 from dpsense.service._errors import ApiError, api_error, validation_document
 
@@ -207,52 +210,37 @@ def load_yaml(raw: bytes) -> Any:
             _JSON_FIX,
         )  # fmt: skip
     try:
-        import yaml
-    except ImportError:  # pragma: no cover - depends on the installed extras
-        raise ApiError(415, "yaml_unavailable", "YAML bodies need PyYAML", fix="send JSON to /v1/releases") from None
-    try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError("a YAML body must be UTF-8 text", "undecodable bytes", "send UTF-8") from None
-    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    resolver = yaml.resolver.Resolver()
     try:
-        depth = nodes = 0
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-                raise UsageError("YAML anchors and aliases are not accepted", "&/*", "write the values out")
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth, nodes = depth + 1, nodes + 1
-                if depth > MAX_DEPTH:
-                    raise too_deep(f"line {_line(event)}")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-            elif isinstance(event, yaml.ScalarEvent):
-                nodes += 1
-                if event.implicit[0] and len(event.value) > MAX_NUMBER_CHARS:
-                    tag = str(resolver.resolve(yaml.ScalarNode, event.value, (True, False)))  # type: ignore[no-untyped-call]
-                    if tag.endswith((":int", ":float")):
-                        raise ApiError(
-                            422,
-                            "invalid_number",
-                            f"line {_line(event)}: {NUMBER_RULE}",
-                            fix='write the number as a finite decimal such as 0.5, 24 or "1e-8"',
-                            fields={
-                                "rule": NUMBER_RULE,
-                                "value": f"a number written with {len(event.value)} characters",
-                            },
-                        )
-            if nodes > MAX_NODES:
-                raise too_many()
-        data = yaml.load(text, Loader=loader)  # a safe loader: CSafeLoader or SafeLoader
-    except RecursionError:
-        raise too_deep("body") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise UsageError(f"the body is not valid YAML{where}", "YAML", "fix the YAML syntax") from None
+        data = read_limited_yaml(text, max_depth=MAX_DEPTH, max_values=MAX_NODES)
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        raise ApiError(415, "yaml_unavailable", "YAML bodies need PyYAML", fix="send JSON to /v1/releases") from None
+    except YamlLimitError as exc:
+        raise _yaml_refusal(exc.violation) from None
     check_tree(data)
     return data
+
+
+def _yaml_refusal(violation: YamlViolation) -> ApiError | UsageError:
+    """The service's words for a refused YAML body (the JSON error of the limit it broke)."""
+    if violation.kind == "anchor":
+        return UsageError("YAML anchors and aliases are not accepted", "&/*", "write the values out")
+    if violation.kind == "depth":
+        return too_deep("body" if violation.line is None else f"line {violation.line}")
+    if violation.kind == "number":
+        return ApiError(
+            422,
+            "invalid_number",
+            f"line {violation.line}: {NUMBER_RULE}",
+            fix='write the number as a finite decimal such as 0.5, 24 or "1e-8"',
+            fields={"rule": NUMBER_RULE, "value": f"a number written with {violation.chars} characters"},
+        )
+    if violation.kind == "values":
+        return too_many()
+    where = f" at line {violation.line}, column {violation.column}" if violation.line is not None else ""
+    return UsageError(f"the body is not valid YAML{where}", "YAML", "fix the YAML syntax")
 
 
 def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -333,9 +321,3 @@ class BodyCheck:
             return pending.pop(0) if pending else await receive()
 
         await self._app(scope, replay, send)
-
-
-def _line(event: Any) -> int:
-    """The 1-based line an event starts on (0 when PyYAML gives no mark)."""
-    mark = getattr(event, "start_mark", None)
-    return int(mark.line) + 1 if mark is not None else 0
