@@ -1,13 +1,20 @@
 """The CLI's hostile-input corpus: every input is one clean ``error:`` line and exit code 2, never a traceback.
 
 The same rules as the service (docs/service.md, "Limits"): non-finite and over-long numbers in
-options and release specs, SQL past the size limits, YAML files nested too deep, too large, or with
-anchors; nothing is charged.
+options and release specs (JSON-spelled specs too: ``NaN``, ``Infinity``, ``1e309``), SQL past the size
+limits, YAML files nested too deep, too large, or with anchors; nothing is charged. The whole corpus
+is also run through the real console entry point in a process of its own
+(``test_the_corpus_through_the_console_entry_point``): stderr is one ``error:`` line, exit code 2.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +24,8 @@ from tests.system.cli.support import POLICY, Cli, write_csv, write_yaml
 COUNT = "dataset: events\naggregates: {n: {kind: count}}\n"
 SQL = "SELECT COUNT(*) FROM events"
 WHERE = SQL + " WHERE "
+#: A release spec spelled as JSON (YAML reads it too), with ``EPS`` for its epsilon.
+JSON_SPEC = '{"dataset": "events", "epsilon": EPS, "aggregates": {"n": {"kind": "count"}}}'
 
 #: (name, arguments, words the error names); ``{dir}`` is the test's folder.
 SQL_CASES: list[tuple[str, list[str], list[str]]] = [
@@ -25,6 +34,7 @@ SQL_CASES: list[tuple[str, list[str], list[str]]] = [
     ("--epsilon 5000 digits", [SQL, "--epsilon", "1" * 5000], ["--epsilon", "characters"]),
     ("--epsilon NaN", [SQL, "--epsilon", "NaN"], ["--epsilon", "finite"]),
     ("--epsilon Infinity", [SQL, "--epsilon", "Infinity"], ["--epsilon", "finite"]),
+    ("--epsilon 1e309", [SQL, "--epsilon", "1e309"], ["--epsilon", "1e300"]),
     ("--epsilon 1e-400", [SQL, "--epsilon", "1e-400"], ["--epsilon"]),
     ("--delta 1e309", [SQL, "--epsilon", "0.5", "--delta", "1e309"], ["--delta"]),
     ("1000-term AND", [WHERE + " AND ".join(["age > 1"] * 1000), "--epsilon", "0.5"], ["operators"]),
@@ -41,6 +51,14 @@ SPEC_CASES: list[tuple[str, str, list[str]]] = [
     ("100-deep flow", "a: " + "{b: " * 100 + "1" + "}" * 100, ["nests more than 32 levels"]),
     ("200-deep block", "".join("  " * i + "k:\n" for i in range(200)) + "  " * 200 + "1\n", ["32 levels"]),
     ("120 KB nested", "[" * 60_000 + "]" * 60_000, ["YAML"]),  # libyaml stops at its own depth of 1000
+    ("4 KB nested", "[" * 2048 + "]" * 2048, ["YAML"]),
+    ("2000-deep block", "".join("  " * i + "k:\n" for i in range(2000)) + "  " * 2000 + "1\n", ["bytes"]),
+    ("1 MB flat list", "[" + "1," * 500_000 + "1]", ["values"]),
+    ("JSON NaN", JSON_SPEC.replace("EPS", "NaN"), ["epsilon", "finite"]),
+    ("JSON Infinity", JSON_SPEC.replace("EPS", "Infinity"), ["epsilon", "finite"]),
+    ("JSON 1e309", JSON_SPEC.replace("EPS", "1e309"), ["epsilon", "1e300"]),
+    ("JSON 1e400 bound", '{"dataset": "events", "epsilon": 1, "aggregates": {"m": {"kind": "mean", "column": "hours", '
+     '"bounds": [0, 1e400]}}}', ["bounds", "1e300"]),
     ("5000-digit epsilon", COUNT + "epsilon: " + "1" * 5000 + "\n", ["significant digits", "line 3"]),
     ("epsilon '1e400'", COUNT + "epsilon: '1e400'\n", ["epsilon", "1e300"]),
     ("epsilon 0.1e99999", COUNT + "epsilon: 0.1e99999\n", ["epsilon"]),
@@ -97,3 +115,63 @@ def test_dataset_add_refuses_over_long_numbers(cli: Cli, tmp_path: Path) -> None
         args += ["--privacy-policy", str(policy), "--budget-delta", bad if option == "--budget-delta" else "0"]
         args += ["--bound", bad if option == "--bound" else "hours=0:24"]
         _clean(cli.steward(*args), [option])
+
+
+#: Runs each case of the corpus through ``dpsense.cli.main`` (the console script's entry point) in a
+#: forked child of one fresh interpreter: stdout and stderr go to files, an escaping exception is
+#: printed as the interpreter would print it, and the exit code is the child's.
+_DRIVER = """
+import json, os, sys, traceback
+from dpsense.cli import main
+import dpsense.cli._app  # imported once, before the forks
+out = []
+for i, args in enumerate(json.load(sys.stdin)):
+    err = os.path.join(sys.argv[1], f"err{i}")
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        sys.stderr = os.fdopen(2, "w", closefd=False)
+        try:
+            code = main(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    out.append([os.waitstatus_to_exitcode(status), open(err, encoding="utf-8", errors="replace").read()])
+print(json.dumps(out))
+"""
+
+
+def test_the_corpus_through_the_console_entry_point(registered: Cli, tmp_path: Path) -> None:
+    cases: list[tuple[str, list[str], list[str]]] = [(f"sql {n}", ["sql", *a], w) for n, a, w in SQL_CASES]
+    for i, (name, text, words) in enumerate(SPEC_CASES):
+        path = tmp_path / f"entry{i}.yaml"
+        path.write_text(text, encoding="utf-8")
+        cases.append((f"release {name}", ["release", str(path)], words))
+    before = registered.charges()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPSENSE_")}
+    env |= {"DPSENSE_LEDGER": registered.ledger, "DPSENSE_ANALYST": "alice", "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(tmp_path)],
+        input=json.dumps([args for _, args, _ in cases]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout)
+    assert len(answers) == len(cases) >= 40
+    for (name, _, words), (code, stderr) in zip(cases, answers, strict=True):
+        try:
+            _clean(SimpleNamespace(exit_code=code, stderr=stderr), words)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
+    assert registered.charges() == before

@@ -67,6 +67,7 @@ CORPUS: list[tuple[str, str, str, bytes, str]] = [
     ("json 1e309", "POST", "/v1/releases", _eps("1e309"), JSON),
     ("json -1e309 delta", "POST", "/v1/releases", BASE.replace(EPS, EPS + ', "delta": -1e309').encode(), JSON),
     ("json 1e-400", "POST", "/v1/releases", _eps("1e-400"), JSON),
+    ("json 1e400", "POST", "/v1/releases", _eps("1e400"), JSON),
     ("json '1e400'", "POST", "/v1/releases", _eps('"1e400"'), JSON),
     ("json '0.1e99999'", "POST", "/v1/releases", _eps('"0.1e99999"'), JSON),
     ("json 0.1e99999", "POST", "/v1/releases", _eps("0.1e99999"), JSON),
@@ -80,10 +81,14 @@ CORPUS: list[tuple[str, str, str, bytes, str]] = [
     ("preview NaN", "POST", "/v1/preview", _eps("NaN"), JSON),
     ("sql NaN epsilon", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events").replace(b"0.5", b"NaN"), JSON),
     ("sql 5000-digit epsilon", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events", "1" * 5000), JSON),
+    ("sql Infinity epsilon", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events").replace(b"0.5", b"Infinity"), JSON),
+    ("sql 1e400 epsilon", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events").replace(b"0.5", b"1e400"), JSON),
+    ("sql 0.1e99999 epsilon", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events").replace(b"0.5", b"0.1e99999"), JSON),  # noqa: E501
     # SQL past the limits
     ("sql 1000-term AND", "POST", "/v1/sql", _sql(SQL_AND), JSON),
     ("sql 1000-term +", "POST", "/v1/sql", _sql(SQL_PLUS), JSON),
     ("preview sql 1000-term AND", "POST", "/v1/preview/sql", _sql(SQL_AND), JSON),
+    ("preview sql 1000-term +", "POST", "/v1/preview/sql", _sql(SQL_PLUS), JSON),
     ("sql 3000 parentheses", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events WHERE " + "(" * 3000 + "age > 1" + ")" * 3000), JSON),  # noqa: E501
     ("sql 0.1e99999 literal", "POST", "/v1/sql", _sql("SELECT COUNT(*) FROM events WHERE age > 0.1e99999"), JSON),
     ("sql 1e400 literal", "POST", "/v1/sql", _sql("SELECT COUNT(*) * 1e400 FROM events"), JSON),
@@ -129,6 +134,11 @@ CORPUS: list[tuple[str, str, str, bytes, str]] = [
     ("yaml 1 MB flat list", "POST", "/v1/releases/yaml", b"[" + b"1," * 500_000 + b"1]", YAML),
     ("yaml 32 KB flat list", "POST", "/v1/releases/yaml", b"x: [" + b"1," * 16_000 + b"1]\n", YAML),
     ("yaml 200-deep block", "POST", "/v1/releases/yaml", _yaml_block(200), YAML),
+    ("yaml 2000-deep block", "POST", "/v1/releases/yaml", _yaml_block(2000), YAML),
+    ("yaml JSON-spelled NaN", "POST", "/v1/releases/yaml", _eps("NaN"), YAML),
+    ("yaml JSON-spelled Infinity", "POST", "/v1/releases/yaml", _eps("Infinity"), YAML),
+    ("yaml JSON-spelled 1e309", "POST", "/v1/releases/yaml", _eps("1e309"), YAML),
+    ("yaml JSON-spelled 0.1e99999", "POST", "/v1/releases/yaml", _eps("0.1e99999"), YAML),
     ("yaml 5000-digit epsilon", "POST", "/v1/releases/yaml", SPEC_YAML + b"epsilon: " + b"1" * 5000 + b"\n", YAML),
     ("yaml 5000-digit float", "POST", "/v1/releases/yaml", SPEC_YAML + b"epsilon: 0." + b"1" * 5000 + b"\n", YAML),
     ("yaml .nan", "POST", "/v1/releases/yaml", SPEC_YAML + b"epsilon: .nan\n", YAML),
@@ -154,6 +164,10 @@ CORPUS: list[tuple[str, str, str, bytes, str]] = [
     ("steward budget NaN", "PUT", "/v1/steward/budgets", b'{"dataset": "events", "scope": "analyst", "value": "bob", "epsilon": NaN}', JSON),  # noqa: E501
     ("steward budget 1e400", "PUT", "/v1/steward/budgets", b'{"dataset": "events", "scope": "analyst", "value": "bob", "epsilon": "1e400"}', JSON),  # noqa: E501
     ("steward budget deep", "PUT", "/v1/steward/budgets", _nested_object(5000), JSON),
+    ("steward budget Infinity", "PUT", "/v1/steward/budgets", b'{"dataset": "events", "scope": "analyst", "value": "bob", "epsilon": Infinity}', JSON),  # noqa: E501
+    ("steward budget 5000 digits", "PUT", "/v1/steward/budgets", b'{"dataset": "events", "scope": "analyst", "value": "bob", "epsilon": ' + b"7" * 5000 + b"}", JSON),  # noqa: E501
+    ("steward token expiry 1e309", "POST", "/v1/steward/tokens", b'{"analyst": "bob", "expires_in_s": 1e309}', JSON),
+    ("steward token expiry NaN", "POST", "/v1/steward/tokens", b'{"analyst": "bob", "expires_in_s": NaN}', JSON),
     ("steward register 1e309 bound", "POST", "/v1/steward/datasets", json.dumps({"name": "x", "source": "events.csv", "privacy_unit": "person_id", "bounds": {"hours": [0, 1]}, "budget": {"epsilon": 1}}).replace("[0, 1]", "[0, 1e309]").encode(), JSON),  # noqa: E501
 ]  # fmt: skip
 
