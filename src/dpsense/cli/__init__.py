@@ -10,7 +10,8 @@ Commands (``dpsense COMMAND --help`` for each):
     dpsense preview SPEC.yaml
     dpsense budget DATASET [--json | --csv]
     dpsense history DATASET [--json | --csv]
-    dpsense verify-log [--json]
+    dpsense verify-log [--json] [--checkpoint FILE [--key-file KEY] | --expected-head SEQ:HASH]
+    dpsense checkpoint [--out FILE] [--key-file KEY]
 
 Every command but ``audit`` needs the ``cli`` extra (typer, rich, pydantic, PyYAML), imported only
 when such a command runs, so ``import dpsense.cli`` and ``dpsense audit`` work without it. Common
@@ -18,8 +19,8 @@ options: ``--ledger URL`` (env ``DPSENSE_LEDGER``, default ``sqlite:///dpsense.d
 NAME`` (env ``DPSENSE_ANALYST``, default the OS user), ``--steward``; on ``dataset add``, ``release``,
 ``preview`` and ``sql`` also ``--engine duckdb|spark`` (env ``DPSENSE_ENGINE``; a release spec may say
 ``engine: spark``), ``--spark-master URL`` and ``--spark-collect-limit N`` (Spark needs the ``spark``
-extra). Exit codes: 0 ok, 1 a broken audit chain or audit, 2 a refusal or bad input, 3 budget
-exhausted, 4 a charged failure.
+extra). Exit codes: 0 ok, 1 a tampered ledger or a failed audit, 2 a refusal or bad input, 3 budget
+exhausted, 4 a charged failure, 5 a ledger that cannot be read.
 """
 
 from __future__ import annotations

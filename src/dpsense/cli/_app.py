@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -25,11 +26,12 @@ from dpsense.cli import _output as out
 from dpsense.cli._audit import DEFAULT_SAMPLES
 from dpsense.cli._audit import audit as run_audit
 from dpsense.cli._engine import EngineChoice, EngineName, EngineSettings, choose_engine, open_engine
-from dpsense.cli._errors import exit_code, print_error
+from dpsense.cli._errors import EXIT_TAMPERED, exit_code, print_error
 from dpsense.cli._options import KINDS, POLICIES, number_option, parse_bounds, parse_choices, parse_counts, parse_keys
 from dpsense.cli._progress import progress_bar
 from dpsense.cli._spec import load_policy, load_release_spec
 from dpsense.core.errors import DPSenseError, UsageError
+from dpsense.ledger import Anchor, Ledger, checkpoint_document, read_checkpoint
 from dpsense.release import Budget, Session
 
 DEFAULT_LEDGER = "sqlite:///dpsense.db"
@@ -449,25 +451,119 @@ def history(
             io.out.print(out.history_table(dataset, rows))
 
 
+ExpectedHeadOpt = Annotated[
+    str | None,
+    typer.Option("--expected-head", metavar="SEQ:HASH", help="A head recorded earlier: the chain must still carry it."),
+]
+CheckpointOpt = Annotated[
+    Path | None,
+    typer.Option("--checkpoint", dir_okay=False, help="A checkpoint file written by `dpsense checkpoint`."),
+]
+KeyFileOpt = Annotated[
+    Path | None,
+    typer.Option("--key-file", dir_okay=False, help="The MAC key of the checkpoint (kept outside the ledger)."),
+]
+
+
 @app.command("verify-log")
 def verify_log(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     as_json: JsonOpt = False,
+    expected_head: ExpectedHeadOpt = None,
+    checkpoint_file: CheckpointOpt = None,
+    key_file: KeyFileOpt = None,
 ) -> None:
-    """Walk the ledger's audit hash chain; exit code 1 if it is broken."""
+    """Verify the ledger: its audit chain, every table against the chain, and an anchor kept outside it.
+
+    Exit codes: 0 intact; 1 tampered (a broken link, a table row the chain does not imply, or the anchor
+    missing: history cut or rewritten); 5 the ledger cannot be read (missing, empty, truncated or corrupt;
+    nothing is created); 2 bad options. Without --expected-head or --checkpoint a history rewritten whole,
+    tables included, is not detected: keep checkpoints (`dpsense checkpoint`).
+    """
+    del analyst, steward  # verifying reads no data and changes nothing: any role may
     with _command() as io:
-        with _session(ledger, analyst, steward) as session:
-            report = session.verify_log()
+        anchor = _anchor(expected_head, checkpoint_file, key_file)
+        with Ledger.open_existing(ledger) as opened:
+            report = opened.verify(expected_head=anchor)
         if as_json:
             io.document(out.dumps(out.audit_document(report)))
         elif report.ok:
-            io.out.print(f"audit log ok: {report.entries} entries, head {report.head_hash[:16]}…", markup=False)
+            against = f", carries {anchor}" if anchor is not None else ""
+            line = (
+                f"ledger ok: {report.entries} entries, every table matches the chain{against}, head {report.head_hash}"
+            )
+            io.out.print(line, markup=False, soft_wrap=True)
         else:
-            print_error(io.err, f"audit log broken at entry {report.first_broken_seq}: {report.reason}")
+            where = f" at entry {report.first_broken_seq}" if report.first_broken_seq is not None else ""
+            print_error(io.err, f"ledger tampered{where}: {report.reason}")
+            for problem in report.problems[1:]:
+                print_error(io.err, problem)
         if not report.ok:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_TAMPERED)
+
+
+@app.command()
+def checkpoint(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", dir_okay=False, help="Write the checkpoint here [default: stdout].")
+    ] = None,
+    key_file: KeyFileOpt = None,
+) -> None:
+    """Record the verified audit head to keep outside the ledger (with --key-file, MAC-signed).
+
+    Later, `dpsense verify-log --checkpoint FILE` proves the history up to this head was neither cut nor
+    rewritten. The ledger is verified first: a tampered ledger gets no checkpoint (exit 1).
+    """
+    with _command() as io:
+        key = _read_key(key_file)
+        with Ledger.open_existing(ledger) as opened:
+            report = opened.verify()
+        if not report.ok:
+            print_error(io.err, f"ledger tampered: {report.reason}; no checkpoint written")
+            raise typer.Exit(EXIT_TAMPERED)
+        anchor = Anchor(report.head_hash, report.entries)
+        text = out.dumps(checkpoint_document(anchor, at=datetime.now(UTC).isoformat(), key=key))
+        if out_file is None:
+            io.document(text)
+            return
+        try:
+            out_file.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(
+                "--out cannot be written", str(out_file), f"pick a writable path ({exc.strerror})"
+            ) from None
+        io.err.print(f"checkpoint {anchor} written to {out_file}", markup=False, highlight=False)
+
+
+def _anchor(expected_head: str | None, checkpoint_file: Path | None, key_file: Path | None) -> Anchor | None:
+    """The anchor of verify-log's options (at most one of --expected-head and --checkpoint)."""
+    if expected_head is not None and checkpoint_file is not None:
+        raise UsageError("--expected-head and --checkpoint name one anchor each", "both", "pass one of them")
+    if key_file is not None and checkpoint_file is None:
+        raise UsageError("--key-file checks a checkpoint's MAC", str(key_file), "pass --checkpoint FILE with it")
+    if expected_head is not None:
+        return Anchor.parse(expected_head)
+    if checkpoint_file is None:
+        return None
+    try:
+        text = checkpoint_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            "--checkpoint cannot be read", str(checkpoint_file), f"pass a checkpoint file ({exc})"
+        ) from None
+    return read_checkpoint(text, key=_read_key(key_file))
+
+
+def _read_key(key_file: Path | None) -> bytes | None:
+    if key_file is None:
+        return None
+    try:
+        return key_file.read_bytes()
+    except OSError as exc:
+        raise UsageError("--key-file cannot be read", str(key_file), f"pass the key's file ({exc.strerror})") from None
 
 
 @app.command("resolve-stale")

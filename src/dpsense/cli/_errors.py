@@ -2,10 +2,11 @@
 
 Exit codes:
     0  success
-    1  the audit chain is broken (``verify-log``) or an audit failed
+    1  the ledger is tampered (``verify-log``, ``checkpoint``) or an audit failed
     2  bad input or any other refusal (``DPSenseError``, a malformed YAML file, a bad option)
     3  a budget cannot cover the request (``BudgetExhausted``): nothing was charged
     4  the release failed after reading the data (``ChargedFailure``): it is charged
+    5  the ledger cannot be read (``LedgerUnreadable``: missing, empty, truncated or corrupt)
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import difflib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from dpsense.core.errors import BudgetExhausted, ChargedFailure, DPSenseError, UsageError
+from dpsense.core.errors import BudgetExhausted, ChargedFailure, DPSenseError, LedgerUnreadable, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+EXIT_TAMPERED = 1
 EXIT_REFUSED = 2
 EXIT_BUDGET = 3
 EXIT_CHARGED = 4
+EXIT_UNREADABLE = 5
 
 
 def closest(value: str, choices: Iterable[str]) -> str:
@@ -48,6 +51,8 @@ def exit_code(error: DPSenseError) -> int:
         return EXIT_BUDGET
     if isinstance(error, ChargedFailure):
         return EXIT_CHARGED
+    if isinstance(error, LedgerUnreadable):
+        return EXIT_UNREADABLE
     return EXIT_REFUSED
 
 

@@ -265,4 +265,6 @@ def audit_document(report: AuditReport) -> dict[str, Any]:
         "head_hash": report.head_hash,
         "first_broken_seq": report.first_broken_seq,
         "reason": report.reason,
+        "problems": list(report.problems),
+        "tables_checked": report.tables_checked,
     }

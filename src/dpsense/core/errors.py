@@ -109,6 +109,14 @@ class LedgerBusy(DPSenseError, RuntimeError):
     """The ledger's lock was not obtained within its timeout; nothing was charged. Retry later."""
 
 
+class LedgerUnreadable(UsageError):
+    """The ledger cannot be read: a missing, empty, truncated or corrupt file, or an unreachable database.
+
+    ``dpsense verify-log`` answers it with its own exit code: a ledger that cannot be read is neither
+    intact nor proven tampered.
+    """
+
+
 class ChargedFailure(DPSenseError, RuntimeError):
     """A release failed after it read the data. Its cost stays charged and the error says nothing more.
 

@@ -21,9 +21,11 @@ from dpsense.ledger._secrets import keyed_fingerprint
 from dpsense.ledger._service import MAX_TOKEN_TTL_S, SpendPoint, TokenIdentity, TokenInfo
 from dpsense.ledger._states import ChargeState
 from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
+from dpsense.ledger._verify import Anchor, checkpoint_document, read_checkpoint
 
 __all__ = [
     "MAX_TOKEN_TTL_S",
+    "Anchor",
     "AuditReport",
     "BudgetStatus",
     "ChargeRecord",
@@ -38,5 +40,7 @@ __all__ = [
     "StoredRelease",
     "TokenIdentity",
     "TokenInfo",
+    "checkpoint_document",
     "keyed_fingerprint",
+    "read_checkpoint",
 ]

@@ -4,8 +4,9 @@ Entry ``n`` stores ``hash_n = sha256(hash_{n-1} + canonical_json(entry_n))`` whe
 ``{"seq", "at", "event", "payload"}`` and ``hash_0`` is 64 zeros. ``audit_head`` holds the last
 sequence number and hash; appending locks it, so the chain is a total order of ledger writes.
 Editing, deleting or reordering any row (or cutting the tail) breaks a link that ``verify`` finds.
-A writer who rewrites the whole chain *and* the head is not detected by the chain alone: publish
-or store ``AuditReport.head_hash`` elsewhere and pass it back as ``expected_head``.
+A writer who rewrites the whole chain *and* the head is not detected by the chain alone: record
+the head outside the ledger (a checkpoint) and pass it back as an anchor (``_verify``), which also
+compares every table with the state the chain implies.
 
 Payloads hold identifiers, exact amounts and released values' digests, never secrets and never an
 unnoised value.
@@ -26,13 +27,21 @@ GENESIS = "0" * 64
 
 @dataclass(frozen=True)
 class AuditReport:
-    """The result of walking the chain: ``ok``, how many entries, and the first broken link if any."""
+    """The result of verifying a ledger: ``ok``, how many entries, the head, and what is wrong if anything.
+
+    ``first_broken_seq`` names the first broken link of the chain (or the anchor's entry); table
+    problems have none and are listed in ``problems``.
+    """
 
     ok: bool
     entries: int
     head_hash: str
     first_broken_seq: int | None = None
     reason: str = ""
+    #: Table rows that differ from the state the chain implies (``_verify``), at most ``MAX_PROBLEMS``.
+    problems: tuple[str, ...] = ()
+    #: True when every table was compared with the chain's replay (not only the chain walked).
+    tables_checked: bool = False
 
 
 def entry_hash(prev_hash: str, seq: int, at: str, event: str, payload: str) -> str:
@@ -73,25 +82,30 @@ def append(tx: Tx, *, at: str, event: str, payload: Mapping[str, object]) -> int
     return seq
 
 
-def verify(tx: Tx, *, expected_head: str | None = None) -> AuditReport:
-    """Walk the chain from the start; report the first entry whose link does not hold."""
+def walk(tx: Tx) -> tuple[AuditReport, list[tuple[int, str, str, str, str]]]:
+    """Walk the chain from the start: the report (first broken link, if any) and the entries read.
+
+    Each entry is ``(seq, at, event, payload text, hash)``. The report says nothing of the tables:
+    ``_verify.verify`` replays the entries against them.
+    """
     head_seq, head_hash = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1")[0]
     rows = tx.execute("SELECT seq, at, event, payload, prev_hash, hash FROM audit_log ORDER BY seq")
+    entries: list[tuple[int, str, str, str, str]] = []
     prev = GENESIS
     for count, (seq, at, event, payload, prev_hash, digest) in enumerate(rows, start=1):
         if int(seq) != count:
-            return AuditReport(False, len(rows), head_hash, count, f"entry {count} is missing (found seq {seq})")
+            return AuditReport(False, len(rows), head_hash, count, f"entry {count} is missing (found seq {seq})"), []
         if prev_hash != prev:
-            return AuditReport(False, len(rows), head_hash, count, "prev_hash does not match the previous entry")
+            return AuditReport(False, len(rows), head_hash, count, "prev_hash does not match the previous entry"), []
         try:
             recomputed = entry_hash(prev, int(seq), at, event, payload)
         except ValueError:
-            return AuditReport(False, len(rows), head_hash, count, "payload is not valid JSON")
+            return AuditReport(False, len(rows), head_hash, count, "payload is not valid JSON"), []
         if recomputed != digest:
-            return AuditReport(False, len(rows), head_hash, count, "entry content does not match its hash")
+            return AuditReport(False, len(rows), head_hash, count, "entry content does not match its hash"), []
+        entries.append((int(seq), str(at), str(event), str(payload), str(digest)))
         prev = digest
     if int(head_seq) != len(rows) or head_hash != prev:
-        return AuditReport(False, len(rows), head_hash, len(rows) + 1, "the chain head does not match the last entry")
-    if expected_head is not None and expected_head != head_hash:
-        return AuditReport(False, len(rows), head_hash, None, "the chain head differs from the expected head")
-    return AuditReport(True, len(rows), head_hash)
+        report = AuditReport(False, len(rows), head_hash, len(rows) + 1, "the chain head does not match the last entry")
+        return report, []
+    return AuditReport(True, len(rows), head_hash), entries

@@ -45,12 +45,13 @@ from dpsense.core.errors import (
     DPSenseError,
     InvalidData,
     LedgerStateError,
+    LedgerUnreadable,
     RequestIdConflict,
     UnknownAnalyst,
     UsageError,
 )
 from dpsense.core.privacy_loss import PrivacyLoss
-from dpsense.ledger import _audit, _partitions
+from dpsense.ledger import _audit, _partitions, _verify
 from dpsense.ledger._amounts import (
     as_loss,
     canonical_json,
@@ -75,6 +76,7 @@ from dpsense.ledger._rows import (
     debits_json,
     plan_debits,
     release_of_charge,
+    release_row_digest,
     remaining,
     stored,
 )
@@ -91,6 +93,7 @@ from dpsense.ledger._types import (
     StoredRelease,
     _name,
 )
+from dpsense.ledger._verify import Anchor
 from dpsense.ledger._writes import flight_holder, insert_charge, refund, store_release, supersede
 
 #: How long a pending reservation with a cache key holds it against identical requests (seconds).
@@ -150,6 +153,16 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         ``lease_s`` bounds how long an identical request waits for a pending one (single flight).
         """
         return cls(open_backend(url), clock=clock, lease_s=lease_s)
+
+    @classmethod
+    def open_existing(cls, url: str, *, lease_s: float = DEFAULT_LEASE_S) -> Ledger:
+        """Open a ledger that must exist already (for verification): never creates an empty one.
+
+        Raises:
+            LedgerUnreadable: a missing, empty, truncated or corrupt file, or no ledger in the database.
+
+        """
+        return cls(_verify.open_existing_backend(url), lease_s=lease_s)
 
     @property
     def lease_s(self) -> float:
@@ -347,7 +360,9 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                 assert row is not None
                 return self._retry(tx, row, base, same, budgets, event, now, partition)
             apply_debits(tx, plan)
-            payload = charge_payload(charge_id, base, family, event_json, payload_json(partition))
+            payload = charge_payload(
+                charge_id, base, family, event_json, payload_json(partition), cache_key=cache_key, charged_at=now
+            )
             _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
         return _replace(base, charge_id=charge_id)
 
@@ -400,7 +415,9 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             (debits, self._owner, now, now, row[5], charge_id),
         )
         event_json = None if event is None else event_to_json(event)
-        payload = charge_payload(charge_id, base, row[4], event_json, payload_json(partition))
+        payload = charge_payload(
+            charge_id, base, row[4], event_json, payload_json(partition), cache_key=row[5], charged_at=now
+        )
         _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
         return _replace(base, charge_id=charge_id)
 
@@ -485,6 +502,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                     "charge": charge_id,
                     "release": int(release_id),
                     "value_sha256": hashlib.sha256(value_json.encode("utf-8")).hexdigest(),
+                    "row_sha256": release_row_digest(cache_key, release),
                     "mechanism": record.mechanism,
                     "mechanism_version": record.mechanism_version,
                     "code_version": record.code_version,
@@ -595,10 +613,34 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             )
         return [stored(r) for r in rows]
 
-    def verify(self, *, expected_head: str | None = None) -> AuditReport:
-        """Walk the audit hash chain; the report names the first broken link."""
+    def verify(self, *, expected_head: str | Anchor | None = None) -> AuditReport:
+        """Verify the ledger: the audit chain, the anchor, and every table against the chain's replay.
+
+        ``expected_head`` is a head recorded outside the ledger (``Anchor``, or its text ``SEQ:HASH``
+        or ``HASH``): the chain must still carry it, so a rewritten or cut history is caught. The
+        report lists every table row that differs from the state the chain implies (``_verify``).
+
+        Raises:
+            UsageError: ``expected_head`` is not ``SEQ:HASH`` or ``HASH``.
+            LedgerUnreadable: the database cannot be read (corrupt pages, missing tables).
+
+        """
+        anchor = Anchor.parse(expected_head) if isinstance(expected_head, str) else expected_head
+        try:
+            with self._backend.read() as tx:
+                return _verify.verify(tx, anchor=anchor)
+        except _verify.read_errors() as exc:
+            raise LedgerUnreadable(
+                f"the ledger cannot be read to the end ({type(exc).__name__}: {exc})",
+                "verify",
+                "restore the ledger from a backup and verify it against your last checkpoint",
+            ) from None
+
+    def checkpoint(self) -> Anchor:
+        """The current chain head as an anchor to keep outside the ledger (``verify(expected_head=...)``)."""
         with self._backend.read() as tx:
-            return _audit.verify(tx, expected_head=expected_head)
+            seq, head = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1")[0]
+        return Anchor(str(head), int(seq))
 
     # ------------------------------------------------------------------ helpers
 

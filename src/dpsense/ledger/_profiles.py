@@ -88,6 +88,7 @@ class ProfileOps:
             payload = {
                 "dataset": dataset,
                 "snapshot": snapshot,
+                "fingerprint_sha256": hashlib.sha256(fingerprint.encode("utf-8")).hexdigest(),
                 "profile_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
             }
             _audit.append(tx, at=_iso(now), event="profile", payload=payload)

@@ -5,7 +5,9 @@ Every function runs inside the caller's write or read transaction and never comm
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -182,6 +184,15 @@ def cached_release(tx: Tx, dataset_id: int, cache_key: str) -> StoredRelease | N
     return stored(rows[0]) if rows else None
 
 
+def release_row_digest(cache_key: str | None, release: Sequence[object]) -> str:
+    """SHA-256 of a stored release row as the commit entry records it (``_verify`` recomputes it).
+
+    ``release`` is (value JSON, mechanism, mechanism version, parameters JSON, privacy unit, adjacency,
+    code version), the texts stored in ``releases``.
+    """
+    return hashlib.sha256(canonical_json([cache_key, *release]).encode("utf-8")).hexdigest()
+
+
 def charge_id_of(reservation: Reservation) -> int:
     if reservation.charge_id is None:
         raise LedgerStateError("this reservation has no charge", reservation.request_id, "call reserve() first")
@@ -194,7 +205,15 @@ def charge_payload(
     family: str | None,
     event: dict[str, object] | None = None,
     partition: dict[str, object] | None = None,
+    *,
+    cache_key: str | None,
+    charged_at: float,
 ) -> dict[str, Any]:
+    """The audit payload of a debit: everything ``_verify`` needs to recompute the charge's row and spends.
+
+    ``charged_at`` is the exact debit time (the charge row's ``charged_at``, which places it in period
+    scopes); ``cache_key`` is the key the charge may store a release under.
+    """
     payload: dict[str, Any] = {
         "charge": charge_id,
         "dataset": base.dataset,
@@ -202,6 +221,8 @@ def charge_payload(
         "request_id": base.request_id,
         "loss": loss_to_json(base.loss),
         "family": family,
+        "cache_key": cache_key,
+        "charged_at": charged_at,
     }
     if event is not None:
         payload["event"] = event

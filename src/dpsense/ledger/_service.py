@@ -156,7 +156,13 @@ class ServiceOps:
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (token_id, analyst, role, salt, _digest(salt, secret), now, expiry),
             )
-            payload = {"token_id": token_id, "analyst": analyst, "role": role, "expires_at": expiry}
+            payload = {
+                "token_id": token_id,
+                "analyst": analyst,
+                "role": role,
+                "expires_at": expiry,
+                "credential_sha256": credential_digest(salt, _digest(salt, secret)),
+            }
             _audit.append(tx, at=_iso(now), event="create_token", payload=payload)
         return f"{TOKEN_PREFIX}_{token_id}_{_encode(secret)}"
 
@@ -225,6 +231,15 @@ class ServiceOps:
                 (dataset_id, *states),
             )
         return [SpendPoint(float(r[0]), str(r[1]), loss_from_json(json.loads(r[2])), ChargeState(r[3])) for r in rows]
+
+
+def credential_digest(salt: bytes, token_hash: str) -> str:
+    """What the audit chain records of a token's stored credential: ``sha256(salt || stored hash)``.
+
+    It binds the row's salt and hash to the chain (``_verify`` recomputes it) and reveals nothing
+    usable: the stored hash is itself a SHA-256 of a 256-bit random secret.
+    """
+    return hashlib.sha256(salt + token_hash.encode("ascii")).hexdigest()
 
 
 def _digest(salt: bytes, secret: bytes) -> str:

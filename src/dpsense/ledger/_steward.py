@@ -150,6 +150,8 @@ class StewardOps:
             payload = {
                 "dataset": dataset,
                 "scope": str(scope),
+                "scope_kind": scope.kind,
+                "scope_value": scope.value,
                 "cap": loss_to_json(cap),
                 "mode": mode,
                 "spent": [frac_text(spent[0]), frac_text(spent[1])],

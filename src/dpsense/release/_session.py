@@ -40,7 +40,7 @@ from dpsense.core.errors import (
 )
 from dpsense.core.numbers import NumberLike
 from dpsense.engine import Engine
-from dpsense.ledger import AuditReport, BudgetStatus, Ledger, ReleaseRecord, Reservation, Scope, StoredRelease
+from dpsense.ledger import Anchor, AuditReport, BudgetStatus, Ledger, ReleaseRecord, Reservation, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
 from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, plan
 from dpsense.query._schema import Schema
@@ -391,9 +391,9 @@ class Session:
             return releases
         return [r for r in releases if r.parameters.get("analyst") == self.analyst]
 
-    def verify_log(self) -> AuditReport:
-        """Walk the ledger's audit hash chain."""
-        return self._ledger.verify()
+    def verify_log(self, *, expected_head: str | Anchor | None = None) -> AuditReport:
+        """Verify the ledger: its audit chain, every table against it, and ``expected_head`` when given."""
+        return self._ledger.verify(expected_head=expected_head)
 
     # -- helpers ---------------------------------------------------------------------------------
 

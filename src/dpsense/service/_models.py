@@ -122,13 +122,24 @@ class TokenOut(BaseModel):
 
 
 class AuditOut(BaseModel):
-    """The audit hash chain's status."""
+    """The ledger's verification: the audit chain, the anchor, every table against the chain."""
 
     ok: bool
     entries: int
     head_hash: str
     first_broken_seq: int | None
     reason: str
+    problems: list[str]
+    tables_checked: bool
+
+
+class CheckpointOut(BaseModel):
+    """A verified audit head to keep outside the ledger (``dpsense verify-log --checkpoint``)."""
+
+    format: str
+    seq: int
+    head: str
+    at: str
 
 
 class RegisteredOut(BaseModel):

@@ -13,18 +13,19 @@ works too.
 from __future__ import annotations
 
 import html
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 import duckdb
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel
 
 from dpsense.core.errors import UsageError
 from dpsense.engine import DuckDBEngine
-from dpsense.ledger import Scope
+from dpsense.ledger import Anchor, Scope, checkpoint_document
 from dpsense.release import Budget, PrivacyPolicy, Session
 from dpsense.service._app import ERRORS, Caller, CallerDep, service_of, verify
 from dpsense.service._dashboard import SECURITY_HEADERS, SIGN_IN_STYLE, render_dashboard
@@ -32,6 +33,7 @@ from dpsense.service._errors import ApiError
 from dpsense.service._models import (
     AnalystIn,
     AuditOut,
+    CheckpointOut,
     OkOut,
     RegisteredOut,
     RegisterIn,
@@ -153,19 +155,43 @@ async def set_budget(body: SetBudgetIn, caller: StewardDep) -> dict[str, Any]:
     return await caller.run(work)
 
 
+#: ``SEQ:HASH`` or ``HASH`` (``dpsense.ledger.Anchor``), checked by FastAPI so a bad value is a 422 naming the field.
+_HEAD_PATTERN = r"^([0-9]{1,18}:)?[0-9a-f]{64}$"
+ExpectedHead = Annotated[
+    str | None,
+    Query(pattern=_HEAD_PATTERN, description="A head recorded earlier (SEQ:HASH or HASH): the chain must carry it."),
+]
+
+
 @router.get("/audit", response_model=AuditOut)
-async def audit(caller: StewardDep) -> dict[str, Any]:
-    """Walk the ledger's audit hash chain."""
+async def audit(caller: StewardDep, expected_head: ExpectedHead = None) -> dict[str, Any]:
+    """Verify the ledger: the audit chain, every table against it, and ``expected_head`` when given."""
 
     def work(session: Session) -> dict[str, Any]:
-        report = session.verify_log()
+        report = session.ledger.verify(expected_head=expected_head)
         return {
             "ok": report.ok,
             "entries": report.entries,
             "head_hash": report.head_hash,
             "first_broken_seq": report.first_broken_seq,
             "reason": report.reason,
+            "problems": list(report.problems),
+            "tables_checked": report.tables_checked,
         }
+
+    return await caller.run(work)
+
+
+@router.get("/audit/checkpoint", response_model=CheckpointOut)
+async def audit_checkpoint(caller: StewardDep) -> dict[str, Any]:
+    """The verified head to keep outside the ledger; 409 when the ledger does not verify."""
+
+    def work(session: Session) -> dict[str, Any]:
+        report = session.ledger.verify()
+        if not report.ok:
+            raise ApiError(409, "ledger_tampered", f"the ledger does not verify: {report.reason}")
+        anchor = Anchor(report.head_hash, report.entries)
+        return checkpoint_document(anchor, at=datetime.now(UTC).isoformat())
 
     return await caller.run(work)
 

@@ -104,7 +104,7 @@ def test_history_lists_releases_and_verify_log_is_ok(registered: Cli) -> None:
     assert verified.exit_code == 0
     report = json.loads(verified.stdout)
     assert report["ok"] is True and report["entries"] > 0
-    assert "audit log ok" in registered("verify-log").stdout
+    assert "ledger ok" in registered("verify-log").stdout
 
 
 def test_preview_prints_the_plan_and_charges_nothing(registered: Cli) -> None:
@@ -151,7 +151,7 @@ def test_verify_log_exits_1_on_a_tampered_chain(registered: Cli) -> None:
         db.execute("UPDATE audit_log SET event = 'commit' WHERE seq = 2")
     result = registered("verify-log")
     assert result.exit_code == 1
-    assert "audit log broken at entry 2" in result.stderr and result.stdout == ""
+    assert "ledger tampered at entry 2" in result.stderr and result.stdout == ""
     assert json.loads(registered("verify-log", "--json").stdout)["first_broken_seq"] == 2
 
 

@@ -88,6 +88,8 @@ def test_the_expiry_is_recorded_in_the_audit_entry(ledger_url: str) -> None:
         json.loads(str(r[0]))
         for r in rows(ledger_url, "SELECT payload FROM audit_log WHERE event = 'create_token' ORDER BY seq")
     ]
+    digests = [p.pop("credential_sha256") for p in payloads]  # the stored credential's digest (verify checks it)
+    assert all(len(d) == 64 for d in digests) and digests[0] != digests[1]
     assert payloads == [
         {"token_id": expiring.split("_")[1], "analyst": "alice", "role": "analyst", "expires_at": START + 3600},
         {"token_id": forever.split("_")[1], "analyst": "alice", "role": "analyst", "expires_at": None},
