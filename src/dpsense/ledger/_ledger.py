@@ -507,7 +507,8 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                     "mechanism_version": record.mechanism_version,
                     "code_version": record.code_version,
                 }
-                _audit.append(tx, at=_iso(now), event="commit", payload=payload)
+                seq = _audit.append(tx, at=_iso(now), event="commit", payload=payload)
+                tx.send("UPDATE releases SET commit_seq = ? WHERE id = ?", (seq, int(release_id)))
         if refused is not None:  # raised after the transaction: the FAILED state is kept
             raise refused.error
         assert done is not None

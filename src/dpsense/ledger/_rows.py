@@ -167,21 +167,54 @@ def stored(r: Row) -> StoredRelease:
     )
 
 
+def checked_release(tx: Tx, r: Row) -> StoredRelease:
+    """A stored release row (``RELEASE_COLS`` and ``r.commit_seq``) that matches its commit audit entry.
+
+    The entry records the SHA-256 of the value and of the whole row; a row edited after its commit is
+    refused instead of served (a retry or a cache hit would otherwise hand out a forged answer). Rows
+    stored before schema version 8 carry no ``commit_seq`` and are served as stored (``verify`` checks
+    them against the chain).
+
+    Raises:
+        LedgerStateError: the row differs from its commit entry (nothing is written).
+
+    """
+    if r[11] is not None:
+        entry = tx.execute("SELECT event, payload FROM audit_log WHERE seq = ?", (int(r[11]),))
+        payload: dict[str, Any] = json.loads(entry[0][1]) if entry and entry[0][0] == "commit" else {}
+        digest = hashlib.sha256(str(r[4]).encode("utf-8")).hexdigest()
+        row_digest = release_row_digest(r[3], tuple(r[4:11]))
+        if (payload.get("release"), payload.get("value_sha256"), payload.get("row_sha256")) != (
+            int(r[0]),
+            digest,
+            row_digest,
+        ):
+            raise LedgerStateError(
+                "a stored release differs from the digests its commit audit entry records: the ledger was edited",
+                f"release {int(r[0])}",
+                "nothing was served or charged; the steward should run `dpsense verify-log` and restore the ledger",
+            )
+    return stored(r)
+
+
 def release_of_charge(tx: Tx, charge_id: int) -> StoredRelease:
+    """The stored release of a committed charge, checked against its commit entry (``checked_release``)."""
     rows = tx.execute(
-        f"SELECT {RELEASE_COLS} FROM releases r JOIN datasets d ON d.id = r.dataset_id WHERE r.charge_id = ?",
+        f"SELECT {RELEASE_COLS}, r.commit_seq FROM releases r JOIN datasets d ON d.id = r.dataset_id"
+        " WHERE r.charge_id = ?",
         (charge_id,),
     )
-    return stored(rows[0])
+    return checked_release(tx, rows[0])
 
 
 def cached_release(tx: Tx, dataset_id: int, cache_key: str) -> StoredRelease | None:
+    """The stored release of a cache key, checked against its commit entry (``checked_release``)."""
     rows = tx.execute(
-        f"SELECT {RELEASE_COLS} FROM releases r JOIN datasets d ON d.id = r.dataset_id"
+        f"SELECT {RELEASE_COLS}, r.commit_seq FROM releases r JOIN datasets d ON d.id = r.dataset_id"
         " WHERE r.dataset_id = ? AND r.cache_key = ? ORDER BY r.id LIMIT 1",
         (dataset_id, cache_key),
     )
-    return stored(rows[0]) if rows else None
+    return checked_release(tx, rows[0]) if rows else None
 
 
 def release_row_digest(cache_key: str | None, release: Sequence[object]) -> str:

@@ -43,6 +43,11 @@ Version 7 adds optional token expiry: ``api_tokens.expires_at`` (a timestamp in 
 the steward creates a token with an expiry; a token is refused at or after it. Tokens written before
 version 7 keep ``expires_at`` NULL and never expire.
 
+Version 8 adds ``releases.commit_seq``: the sequence number of the release's ``commit`` audit entry.
+A stored release is served again (a replay, a cache hit) only after its row is checked against the
+digests that entry records (``_rows.checked_release``), so an edited value is refused, never served.
+Releases stored before version 8 keep it NULL and are served unchecked (``verify`` still checks them).
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -255,6 +260,14 @@ MIGRATIONS += (
         7,
         "optional API token expiry",
         ("ALTER TABLE api_tokens ADD COLUMN expires_at {real}",),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        8,
+        "the audit entry of each stored release, checked whenever the release is served again",
+        ("ALTER TABLE releases ADD COLUMN commit_seq BIGINT",),
     ),
 )
 

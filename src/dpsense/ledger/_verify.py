@@ -154,10 +154,12 @@ class _State:
     budgets: dict[tuple[str, str, str], _Budget] = field(default_factory=dict)
     charges: dict[int, _Charge] = field(default_factory=dict)
     releases: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # id -> (charge, commit payload)
+    commit_seqs: dict[int, int] = field(default_factory=dict)  # release id -> seq of its commit entry
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     profiles: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     partitions: dict[tuple[str, str], str] = field(default_factory=dict)  # (dataset, rule) -> declaration
     problems: list[str] = field(default_factory=list)
+    seq: int = 0  # the entry being applied
 
     def apply(self, seq: int, at: str, event: str, p: dict[str, Any]) -> None:
         try:
@@ -165,6 +167,7 @@ class _State:
             if handler is None:
                 self.problems.append(f"audit entry {seq}: unknown event {event!r}")
                 return
+            self.seq = seq
             handler(self, at, p)
         except (KeyError, TypeError, ValueError, ZeroDivisionError, DPSenseError) as exc:
             self.problems.append(f"audit entry {seq} ({event}): its payload cannot be replayed ({exc!r})")
@@ -203,6 +206,7 @@ class _State:
     def _commit(self, at: str, p: dict[str, Any]) -> None:
         self.charges[int(p["charge"])].state = ChargeState.COMMITTED
         self.releases[int(p["release"])] = (int(p["charge"]), p)
+        self.commit_seqs[int(p["release"])] = self.seq
 
     def _fail(self, at: str, p: dict[str, Any]) -> None:
         refunded = bool(p["refunded"])
@@ -399,7 +403,7 @@ def _compare_charges(tx: Tx, state: _State, names: dict[int, str]) -> list[str]:
 def _compare_releases(tx: Tx, state: _State) -> list[str]:
     rows = tx.execute(
         "SELECT id, charge_id, cache_key, value_json, mechanism, mechanism_version, parameters_json, privacy_unit,"
-        " adjacency, code_version FROM releases"
+        " adjacency, code_version, commit_seq FROM releases"
     )
     table = {int(r[0]): r for r in rows}
     out = _compare_sets("release", state.releases, table)
@@ -414,6 +418,8 @@ def _compare_releases(tx: Tx, state: _State) -> list[str]:
             out.append(f"release {rid}: its value differs from the digest the chain records")
         if (r[4], r[5], r[9]) != (p["mechanism"], p["mechanism_version"], p["code_version"]):
             out.append(f"release {rid}: its mechanism or versions differ from the chain")
+        if r[10] is not None and int(r[10]) != state.commit_seqs[rid]:
+            out.append(f"release {rid}: it points at another audit entry than its commit")
         if "row_sha256" in p and release_row_digest(r[2], tuple(r[3:10])) != p["row_sha256"]:
             out.append(f"release {rid}: its row (cache key, parameters, unit or adjacency) differs from the chain")
     return out

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dpsense.accounting.pld import LaplaceEvent
 from dpsense.core import PureDP
-from dpsense.core.errors import LedgerUnreadable
+from dpsense.core.errors import LedgerStateError, LedgerUnreadable
 from dpsense.core.privacy_loss import ZCDP, ApproxDP
 from dpsense.ledger import Anchor, Ledger, PartitionSpec, ReleaseRecord, Scope
 from dpsense.ledger._audit import GENESIS, entry_hash
@@ -121,6 +123,7 @@ CASES: dict[str, tuple[str, ...]] = {
     ),
     # our own
     "release cache key moved": (f"UPDATE releases SET cache_key = 'other' WHERE id = {MIN_RELEASE}",),
+    "release pointed at another entry": (f"UPDATE releases SET commit_seq = 1 WHERE id = {MAX_RELEASE}",),
     "release parameters edited": (f"UPDATE releases SET parameters_json = '{{}}' WHERE id = {MAX_RELEASE}",),
     "release adjacency edited": (f"UPDATE releases SET adjacency = 'replace' WHERE id = {MAX_RELEASE}",),
     "charge loss lowered": (f"UPDATE charges SET loss = replace(loss, '1/1', '1/100') WHERE id = {COMMITTED}",),
@@ -143,8 +146,10 @@ CASES: dict[str, tuple[str, ...]] = {
     "expiry extended": ("UPDATE api_tokens SET expires_at = expires_at + 1000000 WHERE expires_at IS NOT NULL",),
     "credential replaced": ("UPDATE api_tokens SET token_hash = '" + "0" * 64 + "'",),
     "fingerprint replaced": ("UPDATE datasets SET fingerprint = 'fp-other' WHERE name = 'events'",),
-    "profile edited": ("UPDATE dataset_profiles SET profile = '{\"unit\":\"household\"}'",),
-    "partition declaration edited": ("UPDATE partitions SET declaration = replace(declaration, 'replace', 'add_remove')",),
+    "profile edited": ('UPDATE dataset_profiles SET profile = \'{"unit":"household"}\'',),
+    "partition declaration edited": (
+        "UPDATE partitions SET declaration = replace(declaration, 'replace', 'add_remove')",
+    ),
     "secret deleted": ("DELETE FROM secrets",),
     "two audit payloads swapped": (
         "UPDATE audit_log SET payload = CASE seq WHEN 3 THEN (SELECT payload FROM audit_log WHERE seq = 4)"
@@ -164,33 +169,63 @@ def test_every_tamper_case_is_caught(built: tuple[Ledger, str], case: str) -> No
     assert report.problems or report.first_broken_seq is not None
 
 
+@pytest.mark.parametrize(
+    ("edit", "hit_key"),
+    [
+        ("UPDATE releases SET value_json = '{\"count\":7}'", "k1"),
+        ("UPDATE releases SET cache_key = 'k2' WHERE cache_key = 'k1'", "k2"),  # the edited row now answers k2
+        ("UPDATE releases SET parameters_json = '{}'", "k1"),
+    ],
+)
+def test_an_edited_release_is_refused_not_served_to_a_retry_or_a_cache_hit(
+    built: tuple[Ledger, str], edit: str, hit_key: str
+) -> None:
+    ledger, url = built
+    tamper(url, edit)
+    before = rows(url, "SELECT COUNT(*) FROM audit_log")
+    retry = {"analyst": "alice", "request_id": "c1", "loss": PureDP(1), "family": "counts", "cache_key": "k1"}
+    with pytest.raises(LedgerStateError, match="the ledger was edited"):
+        ledger.reserve(dataset="events", **retry)  # type: ignore[arg-type]
+    with pytest.raises(LedgerStateError, match="the ledger was edited"):
+        ledger.reserve(dataset="events", analyst="bob", request_id="new", loss=PureDP(1), cache_key=hit_key)
+    assert rows(url, "SELECT COUNT(*) FROM audit_log") == before  # nothing written, nothing charged
+
+
+def rewrite_chain(url: str, edit: Callable[[str, dict[str, Any]], dict[str, Any]]) -> list[str]:
+    """Statements that rewrite every payload through ``edit(event, payload)`` and re-hash the whole chain."""
+    statements = []
+    prev = GENESIS
+    for seq, at, event, payload in rows(url, "SELECT seq, at, event, payload FROM audit_log ORDER BY seq"):
+        text = json.dumps(edit(str(event), json.loads(str(payload))), sort_keys=True, separators=(",", ":"))
+        digest = entry_hash(prev, int(str(seq)), str(at), str(event), text)
+        quoted = text.replace("'", "''")
+        statements.append(
+            f"UPDATE audit_log SET payload = '{quoted}', prev_hash = '{prev}', hash = '{digest}' WHERE seq = {seq}"
+        )
+        prev = digest
+    return [*statements, f"UPDATE audit_head SET hash = '{prev}'"]
+
+
 def test_a_rewritten_history_is_caught_only_by_the_anchor(built: tuple[Ledger, str]) -> None:
     """A writer rewrites a charge's loss in the chain *and* the tables and re-hashes the chain."""
     ledger, url = built
     anchor = ledger.checkpoint()
-    entries = rows(url, "SELECT seq, at, event, payload FROM audit_log ORDER BY seq")
-    statements = []
-    prev = GENESIS
-    for seq, at, event, payload in entries:
-        data = json.loads(str(payload))
-        if event == "reserve" and data["request_id"] == "last":
-            data["loss"] = {"kind": "pure", "epsilon": "1/1000"}
-            payload = json.dumps(data, sort_keys=True, separators=(",", ":"))
-            statements.append(f"UPDATE audit_log SET payload = '{payload}' WHERE seq = {seq}")
-        digest = entry_hash(prev, int(str(seq)), str(at), str(event), str(payload))
-        statements.append(f"UPDATE audit_log SET prev_hash = '{prev}', hash = '{digest}' WHERE seq = {seq}")
-        prev = digest
-    statements += [
-        f"UPDATE audit_head SET hash = '{prev}'",
-        "UPDATE charges SET loss = '{\"epsilon\":\"1/1000\",\"kind\":\"pure\"}' WHERE request_id = 'last'",
+
+    def cheaper(event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if event == "reserve" and payload["request_id"] == "last":
+            payload["loss"] = {"kind": "pure", "epsilon": "1/1000"}
+        return payload
+
+    statements = [
+        *rewrite_chain(url, cheaper),
+        'UPDATE charges SET loss = \'{"epsilon":"1/1000","kind":"pure"}\' WHERE request_id = \'last\'',
     ]
     # the spends the rewritten history implies (bob's charge of 1/10 became 1/1000 in every scope it fell in)
     for scope in ("total", "period"):
-        old = rows(url, f"SELECT spent_a FROM budgets WHERE scope_kind = '{scope}' AND mode = 'basic'")[0][0]
-        num, den = map(int, str(old).split("/"))
-        from fractions import Fraction
-
-        new = Fraction(num, den) - Fraction(1, 10) + Fraction(1, 1000)
+        old = Fraction(
+            str(rows(url, f"SELECT spent_a FROM budgets WHERE scope_kind = '{scope}' AND mode = 'basic'")[0][0])
+        )
+        new = old - Fraction(1, 10) + Fraction(1, 1000)
         statements.append(
             f"UPDATE budgets SET spent_a = '{new.numerator}/{new.denominator}'"
             f" WHERE scope_kind = '{scope}' AND mode = 'basic'"
@@ -200,6 +235,37 @@ def test_a_rewritten_history_is_caught_only_by_the_anchor(built: tuple[Ledger, s
     report = ledger.verify(expected_head=anchor)
     assert not report.ok and "rewritten" in report.reason
     assert report.first_broken_seq == anchor.seq
+
+
+NEW_FIELDS = {
+    "reserve": ("cache_key", "charged_at"),
+    "commit": ("row_sha256",),
+    "set_budget": ("scope_kind", "scope_value"),
+    "create_token": ("credential_sha256",),
+    "profile": ("fingerprint_sha256",),
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["spends reset to zero", "release value edited", "every token made a steward", "charge moved to another part"],
+)
+def test_entries_from_before_the_state_fields_are_replayed_with_what_they_carry(
+    built: tuple[Ledger, str], case: str
+) -> None:
+    """A ledger whose entries predate the fields verification added (and whose releases have no commit_seq)."""
+    ledger, url = built
+
+    def legacy(event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in payload.items() if k not in NEW_FIELDS.get(event, ())}
+
+    tamper(url, *rewrite_chain(url, legacy), "UPDATE releases SET commit_seq = NULL")
+    assert ledger.verify().ok
+    retry = {"analyst": "alice", "request_id": "c1", "loss": PureDP(1), "family": "counts", "cache_key": "k1"}
+    assert ledger.reserve(dataset="events", **retry).stored is not None  # type: ignore[arg-type]
+    assert ledger.verify().ok
+    tamper(url, *CASES[case])
+    assert not ledger.verify().ok, case
 
 
 def test_a_cut_tail_of_answers_only_is_caught_by_the_anchor(built: tuple[Ledger, str]) -> None:
@@ -251,9 +317,8 @@ def test_a_truncated_or_corrupt_file_is_unreadable(tmp_path: Path) -> None:
     }.items():
         bad = tmp_path / f"{name}.db"
         bad.write_bytes(content)
-        with pytest.raises(LedgerUnreadable):
-            with Ledger.open_existing(f"sqlite:///{bad}") as opened:
-                opened.verify()
+        with pytest.raises(LedgerUnreadable), Ledger.open_existing(f"sqlite:///{bad}") as opened:
+            opened.verify()
 
 
 def test_a_postgres_schema_without_a_ledger_is_unreadable(pg_server: str) -> None:
