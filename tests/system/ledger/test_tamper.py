@@ -331,3 +331,32 @@ def test_a_postgres_schema_without_a_ledger_is_unreadable(pg_server: str) -> Non
         drop_pg_schema(pg_server, schema)
     with pytest.raises(LedgerUnreadable):
         Ledger.open_existing("postgresql://postgres@127.0.0.1:1/none")
+
+
+def test_verify_beside_concurrent_writers_never_raises_a_false_alarm(built: tuple[Ledger, str]) -> None:
+    """Verification reads the chain and every table in one snapshot (REPEATABLE READ on PostgreSQL)."""
+    import threading
+
+    _, url = built
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        try:
+            with Ledger.open(url) as own:
+                for i in range(25):
+                    _release(own, f"w{worker}-{i}", loss=PureDP("0.01"), cache_key=f"w{worker}-{i % 5}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    reports = []
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(3)]
+    for thread in writers:
+        thread.start()
+    with Ledger.open(url) as verifier:
+        while any(t.is_alive() for t in writers):
+            reports.append(verifier.verify())
+        reports.append(verifier.verify())
+    for thread in writers:
+        thread.join()
+    assert not errors, errors
+    assert len(reports) >= 2 and all(r.ok for r in reports), [r.reason for r in reports if not r.ok]
