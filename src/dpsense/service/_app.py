@@ -25,6 +25,7 @@ from dpsense.service import _errors
 from dpsense.service._body import BodyCheck, load_yaml, off_loop
 from dpsense.service._errors import ApiError, unauthorized, validation_document
 from dpsense.service._guard import Guard
+from dpsense.service._links import install_links
 from dpsense.service._models import (
     BudgetsOut,
     DatasetOut,
@@ -343,6 +344,7 @@ def create_app(config: ServiceConfig) -> Guard:
     app.include_router(router)
     app.include_router(steward_router)
     app.include_router(dashboard)
+    install_links(app)
     return Guard(
         app,
         inner=BodyCheck(app, skip=frozenset({"/v1/releases/yaml"}), models=JSON_BODIES | STEWARD_BODIES),

@@ -1,22 +1,104 @@
 """Schemathesis against the published OpenAPI schema of a running server: no 5xx, no true value in any body.
 
-Every operation gets a bounded number of generated requests (valid and invalid ones), sent with a
-valid token (the steward's for ``/v1/steward/`` routes, an analyst's elsewhere). A response must not
-be a server error, and no body may contain a spelling of the planted dataset's true sums and means.
+Two runs over one service:
+
+* **Per operation** (``test_no_server_error_and_no_true_value``): every operation gets ``EXAMPLES``
+  generated requests in each generation mode (valid and invalid ones), sent with a valid token (the
+  steward's for ``/v1/steward/`` routes, an analyst's elsewhere).
+* **Stateful** (``test_stateful_links_reach_releases``): schemathesis' state machine follows the
+  OpenAPI links the service publishes (``dpsense.service._links``: a release's ``release_id`` to
+  ``GET /v1/releases/{release_id}``, a new token's id to its revocation, a new analyst to a token for
+  them, ...) plus a few the test adds (``SAMPLE_LINKS``: a dataset named by ``GET /v1/datasets`` to a
+  small count release as JSON, SQL and YAML and a preview; a new analyst to a token, a dataset
+  registered under their name and a budget; a new token to a release and ``whoami`` made *with that
+  token*; a newly registered dataset to a release on it). So the scenarios
+  reach successful releases and read them back by the returned id, instead of stopping at 4xx
+  answers to random bodies. ``STATEFUL_SCENARIOS`` scenarios of at most ``STATEFUL_STEPS`` steps.
+
+Every response must not be a server error; an error must be a JSON document that a strict parser
+reads (no NaN or Infinity); no body may contain a spelling of the planted dataset's true sums and
+means, nor the server's data folder. The run prints how many requests it sent, by route and status.
+
+``DPSENSE_SCHEMATHESIS_EXAMPLES`` scales both runs (default 25 examples per operation and mode; the
+stateful run takes the same number of scenarios, times 2): ``DPSENSE_SCHEMATHESIS_EXAMPLES=200`` is the full run.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from tests.system.service.support import Service
+from tests.system.service.support import REGISTER, Service
 
-EXAMPLES = 25
+EXAMPLES = int(os.environ.get("DPSENSE_SCHEMATHESIS_EXAMPLES", "25"))
+STATEFUL_SCENARIOS = 2 * EXAMPLES
+STATEFUL_STEPS = 8
+#: Small releases (ε 0.01: hundreds fit the planted budget of ε 40 under the per-release cap 2); the links
+#: ask different questions, so the run makes several charged releases, and repeats return the stored one.
+COUNT = {"epsilon": 0.01, "aggregates": {"n": {"kind": "count"}}}
+UNITS = {"epsilon": 0.01, "aggregates": {"people": {"kind": "count_units"}}}
+_REPLACE = {"x-schemathesis": {"merge_body": False}}
+_FIRST_DATASET = "$response.body#/datasets/0/name"
+
+#: Links the test adds to the published ones: (method, path, status) -> name -> (target, link fields).
+SAMPLE_LINKS: dict[tuple[str, str, str], dict[str, tuple[tuple[str, str], dict[str, Any]]]] = {
+    ("GET", "/v1/datasets", "200"): {
+        "CountRelease": (("POST", "/v1/releases"), {"requestBody": {"dataset": _FIRST_DATASET, **COUNT}, **_REPLACE}),
+        "SqlRelease": (
+            ("POST", "/v1/sql"),
+            {"requestBody": {"sql": f"SELECT COUNT(*) FROM {{{_FIRST_DATASET}}}", "epsilon": 0.02}, **_REPLACE},
+        ),
+        "YamlRelease": (
+            ("POST", "/v1/releases/yaml"),
+            {"requestBody": {"dataset": _FIRST_DATASET, **UNITS}, **_REPLACE},
+        ),
+        "Preview": (("POST", "/v1/preview"), {"requestBody": {"dataset": _FIRST_DATASET, **COUNT}, **_REPLACE}),
+    },
+    ("POST", "/v1/steward/analysts", "201"): {
+        "TokenFor": (("POST", "/v1/steward/tokens"), {"requestBody": {"analyst": "$request.body#/name"}, **_REPLACE}),
+        "RegisterDataset": (
+            ("POST", "/v1/steward/datasets"),
+            {"requestBody": {**REGISTER, "name": "$request.body#/name"}, **_REPLACE},
+        ),
+        "AnalystBudget": (
+            ("PUT", "/v1/steward/budgets"),
+            {
+                "requestBody": {"dataset": "events", "scope": "analyst", "value": "$request.body#/name", "epsilon": 1},
+                **_REPLACE,
+            },
+        ),
+    },
+    ("POST", "/v1/steward/tokens", "201"): {
+        "ReleaseWithToken": (
+            ("POST", "/v1/releases"),
+            {
+                "parameters": {"header.Authorization": "Bearer {$response.body#/token}"},
+                "requestBody": {"dataset": "events", **COUNT},
+                **_REPLACE,
+            },
+        ),
+        "WhoAmIWithToken": (
+            ("GET", "/v1/whoami"),
+            {"parameters": {"header.Authorization": "Bearer {$response.body#/token}"}},
+        ),
+    },
+    ("POST", "/v1/steward/datasets", "201"): {
+        "ReleaseOnNew": (
+            ("POST", "/v1/releases"),
+            {"requestBody": {"dataset": "$response.body#/dataset/name", **COUNT}, **_REPLACE},
+        ),
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +107,33 @@ def fuzzed(make_service: Callable[..., Service]) -> Service:
     return make_service(min_latency=0.02, quantum=0.02)
 
 
+def _strict(text: str) -> Any:
+    """``text`` as JSON, refusing NaN and Infinity (what a strict client accepts)."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"non-finite {name} in a response")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _judge(method: str, path: str, status: int, body: str, content_type: str, service: Service) -> None:
+    """The checks every response passes: no 5xx, a renderable JSON error, no true value, no server path."""
+    service.seen.append(body)
+    assert status < 500, f"{method} {path}: {status} {body[:500]}"
+    if status >= 400:
+        assert content_type.startswith("application/json"), (method, path, status, content_type)
+        error = _strict(body)["error"]
+        assert error["code"] and error["message"], (method, path, body[:500])
+    found = sorted(s for s in service.secrets if s in body)
+    assert found == [], f"true values in {method} {path}: {found}"
+    assert str(service.data_dir) not in body
+
+
 def _check(case: schemathesis.Case, service: Service) -> None:
     who = "steward" if case.path.startswith("/v1/steward/") else "alice"
     response = case.call(headers={"Authorization": f"Bearer {service.tokens[who]}"}, timeout=60)
-    body = response.text
-    service.seen.append(body)
-    assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} {body[:500]}"
-    found = sorted(s for s in service.secrets if s in body)
-    assert found == [], f"true values in {case.method} {case.formatted_path}: {found}"
-    assert str(service.data_dir) not in body
+    content_type = response.headers.get("content-type", [""])[0]
+    _judge(case.method, case.formatted_path, response.status_code, response.text, content_type, service)
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
@@ -56,3 +156,94 @@ def test_no_server_error_and_no_true_value(fuzzed: Service, mode: GenerationMode
             _check(case, fuzzed)
 
         run()
+
+
+def with_sample_links(raw: dict[str, Any]) -> dict[str, Any]:
+    """The published schema ``raw`` with ``SAMPLE_LINKS`` added (targets by their operationId)."""
+    paths = raw["paths"]
+    # The YAML route publishes its body as text; schemathesis YAML-dumps a body of that schema as one
+    # string scalar, so it is told the text is a release spec (an object it then writes as YAML).
+    yaml_body = paths["/v1/releases/yaml"]["post"]["requestBody"]["content"]["application/yaml"]
+    yaml_body["schema"] = {"$ref": "#/components/schemas/ReleaseBody"}
+    for (method, path, status), links in SAMPLE_LINKS.items():
+        response = paths[path][method.lower()]["responses"][status]
+        for name, ((target_method, target_path), fields) in links.items():
+            target = paths[target_path][target_method.lower()]["operationId"]
+            response.setdefault("links", {})[name] = {"operationId": target, **fields}
+    return raw
+
+
+def test_stateful_links_reach_releases(fuzzed: Service) -> None:
+    raw = httpx.get(fuzzed.url + "/openapi.json", timeout=30).json()
+    published = {
+        (method.upper(), path, status): sorted(response["links"])
+        for path, operations in raw["paths"].items()
+        for method, operation in operations.items()
+        for status, response in operation["responses"].items()
+        if "links" in response
+    }
+    assert published[("POST", "/v1/releases", "200")] == ["GetBudget", "GetDataset", "GetRelease"]
+    assert published[("POST", "/v1/steward/tokens", "201")] == ["RevokeToken"]
+    schema = schemathesis.openapi.from_dict(with_sample_links(raw))
+    schema.config.update(base_url=fuzzed.url)
+    # The token is the test's to give (a link may hand on a new one); invalid bodies are still generated.
+    schema.config.generation.update(with_security_parameters=False)
+    seen: Counter[tuple[str, str, int]] = Counter()
+    issued: set[str] = set()
+    released: list[int] = []
+    read_back: list[int] = []
+    scenarios = [0]
+
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            scenarios[0] += 1
+
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+            given_token = {k.lower(): v for k, v in (case.headers or {}).items()}.get("authorization", "")
+            if given_token.removeprefix("Bearer ") in issued:  # a link handed on a token the steward made
+                return {"timeout": 60}
+            who = "steward" if case.path.startswith("/v1/steward/") else "alice"
+            return {"headers": {"Authorization": f"Bearer {fuzzed.tokens[who]}"}, "timeout": 60}
+
+        def validate_response(self, response: Any, case: schemathesis.Case, *args: Any, **kwargs: Any) -> None:
+            status = response.status_code
+            seen[(case.method, case.path, status)] += 1
+            content_type = response.headers.get("content-type", [""])[0]
+            _judge(case.method, case.formatted_path, status, response.text, content_type, fuzzed)
+            if status == 201 and case.path == "/v1/steward/tokens":
+                issued.add(response.json()["token"])
+            if (
+                status == 200
+                and case.method == "POST"
+                and case.path in ("/v1/releases", "/v1/sql", "/v1/releases/yaml")
+            ):
+                released.append(response.json()["release_id"])
+            if status == 200 and case.path == "/v1/releases/{release_id}":
+                assert response.json()["release_id"] == case.path_parameters["release_id"]
+                read_back.append(case.path_parameters["release_id"])
+
+    start = time.monotonic()
+    Workflow.run(
+        settings=settings(
+            max_examples=STATEFUL_SCENARIOS,
+            stateful_step_count=STATEFUL_STEPS,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
+    elapsed = time.monotonic() - start
+    steps = sum(seen.values())
+    statuses = Counter(status for _, _, status in seen.elements())
+    print(
+        f"\nstateful schemathesis: {scenarios[0]} scenarios, {steps} requests in {elapsed:.1f} s; "
+        f"statuses {dict(sorted(statuses.items()))}; {len(released)} successful releases "
+        f"({len(set(released))} distinct), "
+        f"{len(read_back)} read back by id, {len(issued)} tokens issued"
+    )
+    for (method, path, status), count in sorted(seen.items()):
+        print(f"  {method:6} {path:40} {status}  {count}")
+    assert max(statuses) < 500
+    assert released and read_back
+    assert seen[("POST", "/v1/steward/tokens", 201)] > 0
