@@ -32,7 +32,8 @@ import pytest
 from dpsense.audit import ptr_laws as ptrl
 from dpsense.audit import smooth_laws as laws
 from dpsense.audit import smooth_scenarios as sc
-from dpsense.audit.scenarios import Scenario, all_scenarios, run_audit
+from dpsense.audit.registry import all_scenarios
+from dpsense.audit.scenarios import Scenario, run_audit
 from dpsense.cli import main
 from dpsense.mechanisms import smooth_noise
 from dpsense.mechanisms.inverse_sensitivity import order_statistic_path_lengths

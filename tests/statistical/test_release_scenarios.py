@@ -13,7 +13,8 @@ from fractions import Fraction
 import pytest
 
 from dpsense.audit import release_scenarios as rs
-from dpsense.audit.scenarios import Scenario, all_scenarios, run_audit
+from dpsense.audit.registry import all_scenarios
+from dpsense.audit.scenarios import Scenario, run_audit
 from dpsense.query import Query, Schema, StepPart, plan
 from dpsense.query import _aggregates as q
 

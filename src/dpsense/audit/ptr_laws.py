@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsense.audit.scenarios import Sampler
+from dpsense.audit._types import Sampler
 from dpsense.audit.smooth_laws import (
     F64,
     Points,

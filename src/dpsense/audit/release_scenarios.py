@@ -30,7 +30,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpsense.audit.scenarios import Sampler, Scenario
+from dpsense.audit._types import Sampler, Scenario
 from dpsense.mechanisms import inverse_sensitivity as inverse
 from dpsense.mechanisms import quantile as em
 

@@ -9,49 +9,18 @@ the audit must flag them (lower bound above the claim); they show the audit has 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpsense.accounting.zcdp import zcdp_to_approx_tight
-from dpsense.audit.empirical import AuditResult, epsilon_lower_bound
+from dpsense.audit._types import F64, AuditRow, Sampler, Scenario, run_audit
 from dpsense.mechanisms.approx_bounds import approx_bounds
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.gaussian import gaussian
 from dpsense.mechanisms.laplace import laplace
 from dpsense.mechanisms.local import randomized_response
 from dpsense.mechanisms.quantile import em_quantile
-
-F64 = NDArray[np.float64]
-Sampler = Callable[[int], tuple[F64, F64]]
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One audit: a mechanism, its claim, and a sampler of outputs on two neighbouring inputs."""
-
-    name: str
-    epsilon: float
-    delta: float
-    neighbours: str
-    sample: Sampler
-    control: bool = False
-    slow: bool = False
-
-
-@dataclass(frozen=True)
-class AuditRow:
-    """A scenario's claim next to its empirical lower bound."""
-
-    scenario: Scenario
-    result: AuditResult
-
-    @property
-    def flagged(self) -> bool:
-        """True when the lower bound exceeds the claimed epsilon."""
-        return self.result.epsilon_lower_bound > self.scenario.epsilon
 
 
 def _pair(fn: Callable[[Any], Any], x: float, y: float) -> Sampler:
@@ -149,16 +118,4 @@ def classical_scenarios() -> list[Scenario]:
     ]
 
 
-def run_audit(scenario: Scenario, *, samples: int, alpha: float = 1e-9) -> AuditRow:
-    """Draw ``samples`` outputs per side and bound epsilon from below at the scenario's delta."""
-    x, y = scenario.sample(samples)
-    return AuditRow(scenario, epsilon_lower_bound(x, y, delta=scenario.delta, alpha=alpha))
-
-
-def all_scenarios() -> list[Scenario]:
-    """Every registered audit scenario (classical and beyond-global mechanisms, and the controls)."""
-    from dpsense.audit.release_scenarios import release_scenarios  # here: both import this module
-    from dpsense.audit.smooth_scenarios import smooth_scenarios
-
-    scenarios = classical_scenarios() + smooth_scenarios() + release_scenarios()
-    return sorted(scenarios, key=lambda s: s.control)  # stable: the controls last
+__all__ = ["AuditRow", "Sampler", "Scenario", "classical_scenarios", "run_audit"]

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpsense.accounting.zcdp import zcdp_to_approx_tight
-from dpsense.audit.scenarios import Sampler
+from dpsense.audit._types import Sampler
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PureDP
 from dpsense.mechanisms import smooth_noise
 from dpsense.mechanisms.result import MechanismResult

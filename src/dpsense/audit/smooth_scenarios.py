@@ -56,6 +56,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dpsense.audit._types import Sampler, Scenario
 from dpsense.audit.ptr_laws import (
     NAIVE_X,
     NAIVE_Y,
@@ -77,7 +78,6 @@ from dpsense.audit.ptr_laws import (
     ptr_pair,
     ptr_trimmed_mean_statistic,
 )
-from dpsense.audit.scenarios import Sampler, Scenario
 from dpsense.audit.smooth_laws import (
     CAUCHY,
     CLUSTER_BOX,

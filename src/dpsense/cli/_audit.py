@@ -11,7 +11,8 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from dpsense.audit.scenarios import all_scenarios, run_audit
+from dpsense.audit._types import run_audit
+from dpsense.audit.registry import all_scenarios
 
 DEFAULT_SAMPLES = 200_000
 

@@ -18,6 +18,7 @@ from dpsense.sensitivity._numeric import (
     check_beta,
     diff_up,
 )
+from dpsense.sensitivity._order_family import OrderStatisticFamily
 
 F64 = NDArray[np.float64]
 
@@ -44,8 +45,6 @@ def order_statistic_smooth_sensitivity_dc(
     ties keep a maximiser whose rounded value is a few ulps below the loop's. Tests hold the two
     within 1e-12 relative; ``order_statistic_smooth_sensitivity`` is the reference.
     """
-    from dpsense.sensitivity.order_statistics import OrderStatisticFamily  # the family's module re-exports us
-
     b = check_beta(beta)
     family = OrderStatisticFamily(sorted_values, rank, bounds)
     ext, n, r = family._ext, family.n, family.rank
