@@ -26,6 +26,7 @@ from dpsense.query._aggregates import (
 )
 from dpsense.query._builder import Query
 from dpsense.query._ir import CANONICAL_VERSION, AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
+from dpsense.query._mechanisms import Family, Mechanism, MechanismInfo, RecordCost
 from dpsense.query._schema import Column, ColumnKind, Schema
 from dpsense.query.planner import Plan, PlanStep, StepPart, assert_loss_equals, plan
 
@@ -36,13 +37,17 @@ __all__ = [
     "AggregateKind",
     "Column",
     "ColumnKind",
+    "Family",
     "FilterIR",
     "FilterOp",
     "GroupByIR",
+    "Mechanism",
+    "MechanismInfo",
     "Plan",
     "PlanStep",
     "Query",
     "QueryIR",
+    "RecordCost",
     "Schema",
     "StepPart",
     "approx_bounds",

@@ -17,6 +17,7 @@ from typing import cast
 from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
 from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
+from dpsense.query._mechanisms import Family, mechanism_named
 from dpsense.query._schema import Bounds, Column, ColumnKind, Schema
 from dpsense.query._values import PublicValue, Value, normalise, normalise_set, positive_int, sort_key, tagged
 
@@ -229,7 +230,8 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
 
 def _checked_proposed_bound(name: str, spec: Aggregate) -> Fraction | None:
     """PTR needs a proposed bound and nothing else takes one."""
-    ptr = spec.mechanism is not None and spec.mechanism.startswith("ptr_")
+    named = None if spec.mechanism is None else mechanism_named(spec.mechanism)
+    ptr = named is not None and named.family is Family.PTR
     if ptr and spec.proposed_bound is None:
         raise UsageError(
             f"{spec.mechanism} ({name}) needs proposed_bound, the local-sensitivity bound its test checks",

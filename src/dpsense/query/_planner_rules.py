@@ -1,20 +1,21 @@
 """The planner's public rule tables: which mechanisms each statistic may use, the defaults, the theorems.
 
 Everything here is a function of public facts only (the statistic, the declared adjacency, the schema's
-bounds, the contribution bounds, the budget share); nothing reads data. Mechanisms are named, not
-imported: the planner is L3 and ``release/`` maps the names to ``dpsense.mechanisms`` when it executes.
+bounds, the contribution bounds, the budget share); nothing reads data. Mechanisms are ``Mechanism``
+members (``_mechanisms``), not imports: the planner is L3 and ``release/`` maps each member to
+``dpsense.mechanisms`` when it executes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from fractions import Fraction
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import UsageError
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
+from dpsense.query._mechanisms import Family, Mechanism, RecordCost, mechanism_named
 from dpsense.sensitivity import (
     Bounds,
     ContributionBound,
@@ -28,39 +29,35 @@ from dpsense.sensitivity import (
     sum_sensitivity,
 )
 
-_COUNTING = ("laplace", "gaussian", "geometric")
-_ADDITIVE = ("laplace", "gaussian")
+M = Mechanism
+_COUNTING = (M.LAPLACE, M.GAUSSIAN, M.GEOMETRIC)
+_ADDITIVE = (M.LAPLACE, M.GAUSSIAN)
 
-#: The mechanisms an analyst may name per statistic (names of ``dpsense.mechanisms`` functions); the
-#: first entry of the additive statistics is the default.
-ALLOWED_MECHANISMS: dict[AggregateKind, tuple[str, ...]] = {
+#: The mechanisms an analyst may name per statistic; the first entry of the additive statistics is the default.
+ALLOWED_MECHANISMS: dict[AggregateKind, tuple[Mechanism, ...]] = {
     AggregateKind.COUNT: _COUNTING,
     AggregateKind.CLIPPED_COUNT: _COUNTING,
     AggregateKind.COUNT_UNITS: _COUNTING,
     AggregateKind.HISTOGRAM: _COUNTING,
     AggregateKind.SUM: _ADDITIVE,
     AggregateKind.MEAN: _ADDITIVE,
-    AggregateKind.MEDIAN: ("em_quantile", "inverse_sensitivity_median", "smooth_median", "ptr_order_statistic"),
+    AggregateKind.MEDIAN: (M.EM_QUANTILE, M.INVERSE_SENSITIVITY_MEDIAN, M.SMOOTH_MEDIAN, M.PTR_ORDER_STATISTIC),
     AggregateKind.QUANTILE: (
-        "em_quantile",
-        "inverse_sensitivity_order_statistic",
-        "smooth_quantile",
-        "ptr_order_statistic",
+        M.EM_QUANTILE,
+        M.INVERSE_SENSITIVITY_ORDER_STATISTIC,
+        M.SMOOTH_QUANTILE,
+        M.PTR_ORDER_STATISTIC,
     ),
-    AggregateKind.TRIMMED_MEAN: ("smooth_trimmed_mean", "inverse_sensitivity_trimmed_mean", "ptr_trimmed_mean"),
-    AggregateKind.MIN_DISTANCE: ("smooth_min_distance", "inverse_sensitivity_min_distance", "ptr_min_distance"),
+    AggregateKind.TRIMMED_MEAN: (M.SMOOTH_TRIMMED_MEAN, M.INVERSE_SENSITIVITY_TRIMMED_MEAN, M.PTR_TRIMMED_MEAN),
+    AggregateKind.MIN_DISTANCE: (M.SMOOTH_MIN_DISTANCE, M.INVERSE_SENSITIVITY_MIN_DISTANCE, M.PTR_MIN_DISTANCE),
     AggregateKind.TRIANGLE_COUNT: (
-        "smooth_triangle_count",
-        "inverse_sensitivity_triangle_count",
-        "ptr_triangle_count",
+        M.SMOOTH_TRIANGLE_COUNT,
+        M.INVERSE_SENSITIVITY_TRIANGLE_COUNT,
+        M.PTR_TRIANGLE_COUNT,
     ),
     AggregateKind.VARIANCE: _ADDITIVE,
-    AggregateKind.APPROX_BOUNDS: ("approx_bounds",),
+    AggregateKind.APPROX_BOUNDS: (M.APPROX_BOUNDS,),
 }
-
-#: Mechanisms whose noise is calibrated to the global sensitivity the planner computes (approximate
-#: bounds: the L1 sensitivity of its log-binned histogram).
-GLOBAL_MECHANISMS = frozenset((*_COUNTING, "approx_bounds"))
 
 #: benchmarks/accuracy.py DEFAULTS: ("median", 0.1) -> "em", ("median", 1.0) -> "invsens". The
 #: exponential-mechanism quantile wins below ε = 1 and inverse sensitivity from ε = 1 on the synthetic
@@ -70,34 +67,9 @@ QUANTILE_INVSENS_FROM_EPSILON = Fraction(1)
 #: benchmarks/accuracy.py DEFAULTS: "smooth_cauchy" for min_distance and triangles at ε = 0.1 and 1.0
 #: (and for the mean row, which there is a trimmed mean): smooth sensitivity with Cauchy noise, pure ε-DP.
 _SMOOTH_DEFAULT = {
-    AggregateKind.TRIMMED_MEAN: "smooth_trimmed_mean",
-    AggregateKind.MIN_DISTANCE: "smooth_min_distance",
-    AggregateKind.TRIANGLE_COUNT: "smooth_triangle_count",
-}
-
-_PTR = "Propose-Test-Release with a distance-to-instability test, Dwork-Lei 2009 (docs/math.md section 5)"
-
-THEOREMS: dict[str, str] = {
-    "laplace": "Laplace mechanism, Dwork-Roth Thm 3.6",
-    "geometric": "geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009",
-    "gaussian": "analytic Gaussian mechanism, Balle-Wang 2018 Thm 8",
-    "em_quantile": "exponential-mechanism quantile, Smith 2011 and Dwork-Roth Thm 3.10",
-    "inverse_sensitivity_median": "inverse sensitivity mechanism, Asi-Duchi 2020",
-    "inverse_sensitivity_order_statistic": "inverse sensitivity mechanism, Asi-Duchi 2020",
-    "inverse_sensitivity_trimmed_mean": "inverse sensitivity mechanism, Asi-Duchi 2020",
-    "inverse_sensitivity_min_distance": "inverse sensitivity mechanism, Asi-Duchi 2020",
-    "inverse_sensitivity_triangle_count": "inverse sensitivity mechanism, Asi-Duchi 2020",
-    "smooth_median": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
-    "smooth_quantile": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
-    "smooth_trimmed_mean": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
-    "smooth_min_distance": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
-    "smooth_triangle_count": "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007",
-    "approx_bounds": "noisy log2-binned histogram (geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009) "
-    "thresholded by post-processing, as Google's ApproxBounds",
-    "ptr_order_statistic": _PTR,
-    "ptr_trimmed_mean": _PTR,
-    "ptr_min_distance": _PTR,
-    "ptr_triangle_count": _PTR,
+    AggregateKind.TRIMMED_MEAN: M.SMOOTH_TRIMMED_MEAN,
+    AggregateKind.MIN_DISTANCE: M.SMOOTH_MIN_DISTANCE,
+    AggregateKind.TRIANGLE_COUNT: M.SMOOTH_TRIANGLE_COUNT,
 }
 
 
@@ -105,59 +77,60 @@ THEOREMS: dict[str, str] = {
 class Choice:
     """A mechanism for one statistic, who chose it and why."""
 
-    mechanism: str
+    mechanism: Mechanism
     chosen_by: str
     reason: str
 
     @property
     def uses_delta(self) -> bool:
         """True for the (ε, δ) mechanisms (Gaussian, Propose-Test-Release); every other one is pure ε-DP."""
-        return self.mechanism == "gaussian" or self.is_ptr
+        return self.mechanism.uses_delta
 
     @property
     def is_ptr(self) -> bool:
         """True for Propose-Test-Release (it answers or refuses, and needs δ > 0)."""
-        return self.mechanism.startswith("ptr_")
+        return self.mechanism.family is Family.PTR
 
     @property
     def noise(self) -> str | None:
         """The noise family of a smooth-sensitivity release (Cauchy: pure ε-DP), else ``None``."""
-        return "cauchy" if self.mechanism.startswith("smooth_") else None
+        return self.mechanism.noise
 
 
 def choose(agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) -> Choice:
     """The analyst's valid override, else the public default for this statistic and ε."""
     allowed = ALLOWED_MECHANISMS[agg.kind]
     if agg.mechanism is not None:
-        if agg.mechanism not in allowed:
+        named = mechanism_named(agg.mechanism)
+        if named is None or named not in allowed:
             raise UsageError(
                 f"mechanism {agg.mechanism!r} is not valid for {agg.kind.value} {agg.name!r}",
                 agg.mechanism,
                 f"use one of: {', '.join(allowed)}, or omit mechanism= for the default",
             )
-        if agg.mechanism == "gaussian" and delta == 0:
+        if named is M.GAUSSIAN and delta == 0:
             raise UsageError(
                 f"the Gaussian mechanism for {agg.name!r} needs delta > 0",
                 agg.mechanism,
                 "pass delta > 0 to the release, or use mechanism='laplace' for pure ε-DP",
             )
-        if agg.mechanism.startswith("ptr_") and delta == 0:
+        if named.family is Family.PTR and delta == 0:
             raise UsageError(
                 f"Propose-Test-Release for {agg.name!r} needs delta > 0 (its test fails to refuse with chance δ)",
                 agg.mechanism,
                 "pass delta > 0 to the release, or omit mechanism= for a pure ε-DP default",
             )
-        return Choice(agg.mechanism, "analyst", "requested by the analyst")
+        return Choice(named, "analyst", "requested by the analyst")
     if agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE):
         if mechanism_epsilon >= QUANTILE_INVSENS_FROM_EPSILON:
-            name = "inverse_sensitivity_median" if agg.kind is AggregateKind.MEDIAN else allowed[1]
+            name = M.INVERSE_SENSITIVITY_MEDIAN if agg.kind is AggregateKind.MEDIAN else allowed[1]
             return Choice(name, "default", "the accuracy benchmark's default for quantiles at ε >= 1")
-        return Choice("em_quantile", "default", "the accuracy benchmark's default for quantiles at ε < 1")
+        return Choice(M.EM_QUANTILE, "default", "the accuracy benchmark's default for quantiles at ε < 1")
     if agg.kind is AggregateKind.APPROX_BOUNDS:
-        return Choice("approx_bounds", "default", "the only mechanism for approximate bounds")
+        return Choice(M.APPROX_BOUNDS, "default", "the only mechanism for approximate bounds")
     if agg.kind in _SMOOTH_DEFAULT:
         return Choice(_SMOOTH_DEFAULT[agg.kind], "default", "the accuracy benchmark's default (Cauchy noise)")
-    return Choice("laplace", "default", "pure ε-DP default for additive statistics")
+    return Choice(M.LAPLACE, "default", "pure ε-DP default for additive statistics")
 
 
 def norm_for(choice: Choice) -> Norm:
@@ -228,41 +201,16 @@ def squares_sensitivity(
     return 2 * one_side
 
 
-class RecordCost(str, Enum):
-    """How a data-dependent mechanism counts the record changes one call's ε covers (public facts)."""
-
-    #: EM / inverse-sensitivity order statistics on the private n: a record added, removed or
-    #: replaced is one change (the rank utility moves by at most 1), the call covers one change.
-    ORDER = "order"
-    #: Mechanisms whose call covers one change where a record replaced in place is two: those on
-    #: values resized to a public n^ (inverse-sensitivity trimmed mean, Propose-Test-Release: an added
-    #: or removed record is one resized replacement) and the edge-level triangle counts (an edge
-    #: replaced is one edge removed and one added).
-    ONE_CHANGE = "one_change"
-    #: Smooth sensitivity on values resized to n^: one call covers one replacement under add/remove
-    #: and two under replace (``max_records_per_unit=2``), so that a unit replaced in place costs C calls.
-    SMOOTH = "smooth"
-
-
-def record_cost_family(mechanism: str) -> RecordCost:
-    """The record-change family of a data-dependent mechanism's name."""
-    if mechanism.endswith("triangle_count") or mechanism.startswith("ptr_"):
-        return RecordCost.ONE_CHANGE
-    if mechanism == "inverse_sensitivity_trimmed_mean":
-        return RecordCost.ONE_CHANGE
-    if mechanism.startswith("smooth_"):
-        return RecordCost.SMOOTH
-    return RecordCost.ORDER
-
-
-def calibrated_changes(mechanism: str, *, adjacency: Adjacency) -> int:
+def calibrated_changes(mechanism: Mechanism, *, adjacency: Adjacency) -> int:
     """k: the record changes one call of the mechanism is calibrated for (2 only for smooth under replace)."""
-    if record_cost_family(mechanism) is RecordCost.SMOOTH and adjacency is Adjacency.REPLACE:
+    if mechanism.record_cost is RecordCost.SMOOTH and adjacency is Adjacency.REPLACE:
         return 2
     return 1
 
 
-def unit_record_cost(mechanism: str, *, adjacency: Adjacency, rows: int, groups: int | None, grouped: bool) -> int:
+def unit_record_cost(
+    mechanism: Mechanism, *, adjacency: Adjacency, rows: int, groups: int | None, grouped: bool
+) -> int:
     """M: a unit's change costs at most M calls' ε over all public groups; the step runs at ε_g = ε / M.
 
     A unit keeps at most C rows in at most G groups (G = min(C0, C); C when no C0 is declared). Each
@@ -282,7 +230,7 @@ def unit_record_cost(mechanism: str, *, adjacency: Adjacency, rows: int, groups:
       is the largest integer <= min(G, C) with o = C mod 2). A group that sees both removals and
       additions costs ceil((r + a) / 2) <= ceil(r / 2) + ceil(a / 2), so separate groups are the worst.
     """
-    family = record_cost_family(mechanism)
+    family = mechanism.record_cost
     if adjacency is Adjacency.ADD_REMOVE:
         return rows
     if family is RecordCost.ONE_CHANGE:

@@ -49,18 +49,15 @@ from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
+from dpsense.query._mechanisms import Family, Mechanism, RecordCost, mechanism_named
 from dpsense.query._planner_rules import (
-    GLOBAL_MECHANISMS,
-    THEOREMS,
     Choice,
-    RecordCost,
     calibrated_changes,
     centered_sensitivity_for,
     choose,
     count_sensitivity,
     norm_for,
     public_n_mean_sensitivity,
-    record_cost_family,
     squares_sensitivity,
     sum_sensitivity_for,
     unit_record_cost,
@@ -89,7 +86,7 @@ class PlanStep:
         output: the aggregate's output name.
         part: what the step releases (``VALUE``, or the ``CENTERED_SUM`` / ``COUNT`` of a mean).
         statistic: the aggregate's kind.
-        mechanism: the ``dpsense.mechanisms`` function name.
+        mechanism: the ``Mechanism`` (its value is the name plans serialise).
         noise: the smooth-sensitivity noise family (``"cauchy"``), else ``None``.
         theorem: the guarantee's source.
         chosen_by: ``"default"`` or ``"analyst"``; ``reason`` says why.
@@ -109,7 +106,7 @@ class PlanStep:
     output: str
     part: StepPart
     statistic: AggregateKind
-    mechanism: str
+    mechanism: Mechanism
     noise: str | None
     theorem: str
     chosen_by: str
@@ -241,7 +238,7 @@ def plan(
         run_eps = share
         if row_level and rows is not None:  # the default quantile is judged on the ε it runs with
             cost = unit_record_cost(
-                agg.mechanism or "em_quantile", adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped
+                _costed(agg.mechanism), adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped
             )
             run_eps = share / cost
         choice = choose(agg, mechanism_epsilon=run_eps, delta=dlt)
@@ -282,20 +279,23 @@ def _representable(value: Fraction, name: str) -> Fraction:
     return value
 
 
+def _costed(name: str | None) -> Mechanism:
+    """The mechanism whose record cost the default quantile is judged with: the analyst's, else the EM's.
+
+    An unknown or global name counts like the EM quantile here (``choose`` refuses it right after).
+    """
+    named = None if name is None else mechanism_named(name)
+    return named if named is not None and named.info.record_cost is not None else Mechanism.EM_QUANTILE
+
+
 #: The count step that gives a data-dependent statistic its public n (Laplace, global sensitivity C).
 _PUBLIC_N_COUNT = Choice(
-    "laplace", "default", "a noisy count of the present values, used as the public n of the statistic"
+    Mechanism.LAPLACE, "default", "a noisy count of the present values, used as the public n of the statistic"
 )
 
 
 def _is_public_n_count(agg: AggregateIR, part: StepPart) -> bool:
     return part is StepPart.COUNT and agg.kind not in _GLOBAL_KINDS
-
-
-#: The guarantee of the partition-selection step (dpsense.mechanisms.partition_selection).
-PARTITION_SELECTION_THEOREM = (
-    "thresholded discrete Laplace on distinct-unit counts, Korolova et al. 2009 and Wilson et al. 2020"
-)
 
 
 def _keys_to_select(ir: QueryIR, delta: Fraction) -> bool:
@@ -336,9 +336,9 @@ def _selection_step(ir: QueryIR, adj: Adjacency, loss: ApproxDP) -> PlanStep:
         output=column,
         part=StepPart.KEYS,
         statistic=AggregateKind.COUNT_UNITS,
-        mechanism="partition_selection",
+        mechanism=Mechanism.PARTITION_SELECTION,
         noise=None,
-        theorem=PARTITION_SELECTION_THEOREM,
+        theorem=Mechanism.PARTITION_SELECTION.theorem,
         chosen_by="default",
         reason=f"the keys of {column!r} are not public: only keys with enough units are released",
         adjacency=adj,
@@ -400,10 +400,11 @@ def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
 def _parts(agg: AggregateIR, adj: Adjacency, n: int | None, grouped: bool) -> tuple[StepPart, ...]:
     if agg.kind is AggregateKind.VARIANCE:
         return (StepPart.CENTERED_SUM, StepPart.CENTERED_SQUARES, StepPart.COUNT)
+    named = None if agg.mechanism is None else mechanism_named(agg.mechanism)
     needs_n = agg.kind is AggregateKind.TRIMMED_MEAN or (
         agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
-        and agg.mechanism is not None
-        and agg.mechanism.startswith(("smooth_", "ptr_"))
+        and named is not None
+        and named.family in (Family.SMOOTH, Family.PTR)
     )
     if needs_n:
         # the number of values is private after bounding: a noisy count becomes the public n to which
@@ -451,7 +452,7 @@ def _step(
     norm: Norm | None = None
     run_eps = loss.epsilon
     cost: int | None = None
-    if choice.mechanism in GLOBAL_MECHANISMS:
+    if choice.mechanism.is_global:
         norm = norm_for(choice)
         sensitivity = _sensitivity(agg, part, adj, rows, groups, n, grouped, norm)
     elif rows is not None:
@@ -463,7 +464,7 @@ def _step(
         statistic=agg.kind,
         mechanism=choice.mechanism,
         noise=choice.noise,
-        theorem=THEOREMS[choice.mechanism],
+        theorem=choice.mechanism.theorem,
         chosen_by=choice.chosen_by,
         reason=choice.reason,
         adjacency=adj,
@@ -562,7 +563,7 @@ def _explain_step(s: PlanStep, public_n: int | None) -> str:
         if s.record_cost is not None and s.max_rows_per_unit is not None and s.record_cost > s.max_rows_per_unit:
             why = (
                 "each replaced row is a removal and an addition"
-                if record_cost_family(s.mechanism) is RecordCost.ONE_CHANGE
+                if s.mechanism.record_cost is RecordCost.ONE_CHANGE
                 else "a replaced unit can leave one group while its replacement enters another"
             )
             text += f", a unit's change costs {s.record_cost} record changes: {why}"

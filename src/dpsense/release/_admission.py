@@ -29,10 +29,10 @@ from dpsense.mechanisms.gaussian import gaussian_scale_ok
 from dpsense.mechanisms.laplace import laplace_scale_ok
 from dpsense.mechanisms.ptr import check_plan_parameters, ptr_distance_cap
 from dpsense.noise import exact
-from dpsense.query import AggregateKind, Plan, PlanStep, QueryIR, StepPart
+from dpsense.query import AggregateKind, Family, Mechanism, Plan, PlanStep, QueryIR, StepPart
 from dpsense.release._steps import _sensitivity, ptr_record_budget
 
-_ADDITIVE = ("laplace", "gaussian", "geometric", "approx_bounds")
+M = Mechanism
 _FIX = "ask for a larger epsilon (or, for a grouped release, fewer public keys)"
 #: The most distances a release's PTR scan may evaluate (the public cap of ``ptr_distance_cap``): 2^20.
 MAX_PTR_SCAN = 1 << 20
@@ -50,9 +50,9 @@ def admit(
     _admit_filters(ir, table, engine_key)
     groups = _max_groups(ir, plan, population)
     for step in plan.steps:
-        if step.mechanism in _ADDITIVE:
+        if step.mechanism.is_global:
             _admit_additive(step, groups)
-        elif step.mechanism.startswith("ptr_") and step.part is StepPart.VALUE:
+        elif step.mechanism.family is Family.PTR and step.part is StepPart.VALUE:
             _admit_ptr(ir, plan, step)
 
 
@@ -88,9 +88,9 @@ def _admit_additive(step: PlanStep, groups: int | None) -> None:
     sens = _sensitivity(step)
     eps = step.loss.epsilon
     dims = sorted({1, groups or 1})
-    if step.mechanism in ("geometric", "approx_bounds"):  # approx_bounds is a geometric histogram
+    if step.mechanism in (M.GEOMETRIC, M.APPROX_BOUNDS):  # approx_bounds is a geometric histogram
         ok = exact.geometric_scale_ok(sens, eps)
-    elif step.mechanism == "laplace":
+    elif step.mechanism is M.LAPLACE:
         ok = all(laplace_scale_ok(sensitivity=sens, epsilon=eps, dimension=d) for d in dims)
     else:
         delta = step.loss.delta if isinstance(step.loss, ApproxDP) else 0

@@ -27,7 +27,7 @@ from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, Engine, count_present, count_units
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
-from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, StepPart
+from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
 from dpsense.release._steps import (
     CONFIDENCE,
     Output,
@@ -144,7 +144,7 @@ class DataDependentSteps(ABC):
         return (
             self.group_column is None
             and agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
-            and step.mechanism.startswith("smooth_")
+            and step.mechanism.family is Family.SMOOTH
         )
 
     def _ranked_values(self, agg: AggregateIR, step: PlanStep, bounds: tuple[float, float]) -> RankedValues:
@@ -166,7 +166,7 @@ class DataDependentSteps(ABC):
     ) -> tuple[float | None, str]:
         eps, changes = step.mechanism_epsilon, step.changes_per_call
         mechanism = step.mechanism
-        if mechanism.startswith("ptr_"):
+        if mechanism.family is Family.PTR:
             eps_r, delta_r = ptr_record_budget(step)
             common: dict[str, Any] = {
                 "bounds": bounds,
@@ -184,7 +184,7 @@ class DataDependentSteps(ABC):
             check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
             value = None if isinstance(answer, mech.Refusal) else float(answer.value)
             return value, ptr_note(answer)
-        if mechanism.startswith("smooth_"):
+        if mechanism.family is Family.SMOOTH:
             shared: dict[str, Any] = {
                 "bounds": bounds,
                 "noise": "cauchy",
@@ -200,7 +200,7 @@ class DataDependentSteps(ABC):
                 result = mech.smooth_quantile(x, rank=_rank(q, n), **shared)
             check_result_loss(result, PureDP(eps), step)
             return float(result.value), ""
-        if mechanism == "inverse_sensitivity_trimmed_mean":
+        if mechanism is Mechanism.INVERSE_SENSITIVITY_TRIMMED_MEAN:
             resized = resize_to_public_n(_array(x), public_n=n, bounds=bounds)
             result = mech.inverse_sensitivity_trimmed_mean(resized, trim=_trim(agg, n), bounds=bounds, epsilon=eps)
             check_result_loss(result, PureDP(eps), step)
@@ -212,7 +212,7 @@ class DataDependentSteps(ABC):
         points = self._values_by_group(self.view(self._rows(step)), list(agg.columns))[0]
         points = points[~np.isnan(points).any(axis=1)]
         eps = step.mechanism_epsilon
-        if step.mechanism == "ptr_min_distance":
+        if step.mechanism is Mechanism.PTR_MIN_DISTANCE:
             eps_r, delta_r = ptr_record_budget(step)
             answer = mech.ptr_min_distance(
                 points,
@@ -226,7 +226,7 @@ class DataDependentSteps(ABC):
             check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
             value = None if isinstance(answer, mech.Refusal) else float(answer.value)
             return Output(agg.name, [value], [None], ptr_note(answer)), [step.loss]
-        if step.mechanism == "smooth_min_distance":
+        if step.mechanism is Mechanism.SMOOTH_MIN_DISTANCE:
             result = mech.smooth_min_distance(
                 points, box=(low, high), adjacency=Adjacency.ADD_REMOVE, epsilon=eps, constant_work=self.constant_work
             )
@@ -289,7 +289,7 @@ class DataDependentSteps(ABC):
         graph = UndirectedGraph(edges, num_vertices=max(len(vertices), 1))
         eps = step.mechanism_epsilon
         top = float(math.comb(len(vertices), 3))
-        if step.mechanism == "ptr_triangle_count":
+        if step.mechanism is Mechanism.PTR_TRIANGLE_COUNT:
             eps_r, delta_r = ptr_record_budget(step)
             answer = mech.ptr_triangle_count(
                 graph,
@@ -303,7 +303,7 @@ class DataDependentSteps(ABC):
             check_result_loss(answer, ApproxDP(eps_r, delta_r), step)
             value = None if isinstance(answer, mech.Refusal) else float(answer.value)
             return Output(agg.name, [value], [None], ptr_note(answer)), [step.loss]
-        if step.mechanism == "smooth_triangle_count":
+        if step.mechanism is Mechanism.SMOOTH_TRIANGLE_COUNT:
             result = mech.smooth_triangle_count(
                 graph, privacy_unit="edge", epsilon=eps, constant_work=self.constant_work, count_bound=top
             )
@@ -352,7 +352,7 @@ MAX_PUBLIC_SIZE = 1 << 25
 #: Lower caps for mechanisms whose work grows faster than n log n: the inverse-sensitivity trimmed mean
 #: is quadratic in n (1 s at 2^15 values on this project's test machine). Above the cap the values are
 #: resized to the cap, i.e. the extremes are trimmed alternately (``sensitivity.public_n``).
-_SIZE_CAPS = {"inverse_sensitivity_trimmed_mean": 1 << 15}
+_SIZE_CAPS = {Mechanism.INVERSE_SENSITIVITY_TRIMMED_MEAN: 1 << 15}
 
 
 def public_size_cap(collect_bound: int | None, mechanism: str = "") -> int:

@@ -24,7 +24,7 @@ from dpsense.engine import ClippedSum, clipped_sum
 from dpsense.mechanisms import MechanismResult
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
 from dpsense.noise import exact
-from dpsense.query import PlanStep
+from dpsense.query import Family, Mechanism, PlanStep
 from dpsense.sensitivity import Sqrt
 
 #: Confidence of the reported error bounds (each released value's |error| stays below it w.p. >= 0.95).
@@ -57,13 +57,13 @@ def additive_noise(step: PlanStep, values: NDArray[Any], *, confidence: float = 
     """The global-sensitivity mechanism of ``step`` on ``values`` (a vector over groups)."""
     sens = _sensitivity(step)
     eps = step.loss.epsilon
-    if step.mechanism == "laplace":
+    if step.mechanism is Mechanism.LAPLACE:
         result = mech.laplace(values, sensitivity=sens, epsilon=eps, confidence=confidence)
-    elif step.mechanism == "gaussian":
+    elif step.mechanism is Mechanism.GAUSSIAN:
         if not isinstance(step.loss, ApproxDP):
             raise InternalError("a Gaussian step without δ")
         result = mech.gaussian(values, sensitivity=sens, epsilon=eps, delta=step.loss.delta, confidence=confidence)
-    elif step.mechanism == "geometric":
+    elif step.mechanism is Mechanism.GEOMETRIC:
         result = mech.geometric(np.rint(values).astype(np.int64), sensitivity=sens, epsilon=eps, confidence=confidence)
     else:
         raise InternalError(f"{step.mechanism!r} is not a global-sensitivity mechanism")
@@ -81,9 +81,9 @@ def order_release(
     needs n >= 1, and on an empty group under replace every neighbour is empty too, so its fixed
     uniform cell is private.
     """
-    if step.mechanism == "em_quantile":
+    if step.mechanism.family is Family.EXPONENTIAL:
         result = mech.em_quantile(x, q=q, bounds=bounds, epsilon=eps)
-    elif step.mechanism.startswith("inverse_sensitivity"):
+    elif step.mechanism.family is Family.INVERSE_SENSITIVITY:
         rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz
         result = mech.inverse_sensitivity_order_statistic(x, rank=rank, bounds=bounds, epsilon=eps)
     elif x.size == 0:

@@ -13,7 +13,7 @@ import math
 import pytest
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.query import Query, Schema, StepPart, plan
+from dpsense.query import Mechanism, Query, Schema, StepPart, plan
 from dpsense.query import _aggregates as q
 from dpsense.query._planner_rules import calibrated_changes, unit_record_cost
 from dpsense.sensitivity import Sqrt
@@ -66,7 +66,7 @@ _FAMILIES = {
 def test_the_record_cost_is_the_worst_case_over_every_move_between_groups(
     mechanism: str, adjacency: Adjacency, grouped: bool, rows: int, groups: int
 ) -> None:
-    k = calibrated_changes(mechanism, adjacency=adjacency)
+    k = calibrated_changes(Mechanism(mechanism), adjacency=adjacency)
     expected = _worst_cost(
         rows=rows,
         groups=groups,
@@ -75,17 +75,22 @@ def test_the_record_cost_is_the_worst_case_over_every_move_between_groups(
         grouped=grouped,
         in_place_is_one=_FAMILIES[mechanism],
     )
-    cost = unit_record_cost(mechanism, adjacency=adjacency, rows=rows, groups=groups, grouped=grouped)
+    cost = unit_record_cost(Mechanism(mechanism), adjacency=adjacency, rows=rows, groups=groups, grouped=grouped)
     assert cost == expected  # sound (>=) and tight (<=): the exact worst case
 
 
 def test_the_review_witness_needs_twice_the_record_cost() -> None:
     """A = {10, 10, 1000}, B = {0, 990, 990, 1000}, C = 1: unit "0" moves B -> A, both groups change."""
     assert (
-        unit_record_cost("inverse_sensitivity_median", adjacency=Adjacency.REPLACE, rows=1, groups=1, grouped=True) == 2
+        unit_record_cost(
+            Mechanism.INVERSE_SENSITIVITY_MEDIAN, adjacency=Adjacency.REPLACE, rows=1, groups=1, grouped=True
+        )
+        == 2
     )
     assert (
-        unit_record_cost("inverse_sensitivity_median", adjacency=Adjacency.REPLACE, rows=1, groups=1, grouped=False)
+        unit_record_cost(
+            Mechanism.INVERSE_SENSITIVITY_MEDIAN, adjacency=Adjacency.REPLACE, rows=1, groups=1, grouped=False
+        )
         == 1
     )
 

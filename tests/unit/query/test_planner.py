@@ -10,8 +10,9 @@ import dpsense.query as q
 from dpsense.accounting import compose_basic
 from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.query import Plan, Query, Schema, StepPart, assert_loss_equals, plan
-from dpsense.query._planner_rules import ALLOWED_MECHANISMS, THEOREMS
+from dpsense.query import Mechanism, Plan, Query, RecordCost, Schema, StepPart, assert_loss_equals, plan
+from dpsense.query._mechanisms import MECHANISMS
+from dpsense.query._planner_rules import ALLOWED_MECHANISMS
 from dpsense.sensitivity import (
     Bounds,
     ContributionBound,
@@ -41,7 +42,32 @@ def one(schema: Schema, agg: q.Aggregate, *, epsilon: object = 1, **kw: object) 
 def test_every_named_mechanism_exists() -> None:
     names = {n for allowed in ALLOWED_MECHANISMS.values() for n in allowed}
     assert names <= set(mechanisms.__all__)
-    assert set(THEOREMS) == names
+    assert set(MECHANISMS) == set(Mechanism) == names | {Mechanism.PARTITION_SELECTION}
+    assert Mechanism.PARTITION_SELECTION.value == "partition_selection"
+    assert all(m.theorem for m in Mechanism)
+
+
+def test_the_mechanism_table_states_each_family_once() -> None:
+    """The facts the planner used to read off names (prefixes and suffixes) are the table's now."""
+    for m in Mechanism:
+        assert m.uses_delta == (
+            m is Mechanism.GAUSSIAN or m.value.startswith("ptr_") or m.value == "partition_selection"
+        )
+        assert (m.noise == "cauchy") == m.value.startswith("smooth_")
+        assert m.is_global == (m.value in ("laplace", "gaussian", "geometric", "approx_bounds"))
+        if m.info.record_cost is not None:
+            one_change = m.value.endswith("triangle_count") or m.value.startswith("ptr_")
+            one_change = one_change or m is Mechanism.INVERSE_SENSITIVITY_TRIMMED_MEAN
+            expected = (
+                RecordCost.ONE_CHANGE
+                if one_change
+                else RecordCost.SMOOTH
+                if m.value.startswith("smooth_")
+                else RecordCost.ORDER
+            )
+            assert m.record_cost is expected, m
+    with pytest.raises(UsageError, match="no per-record cost"):
+        _ = Mechanism.LAPLACE.record_cost
 
 
 @pytest.mark.parametrize("epsilon", ["0.1", 1, 5])
