@@ -12,6 +12,8 @@ Every error dpsense raises on purpose is a ``DPSenseError``::
     |   +-- BudgetExhausted            a ledger budget scope cannot cover a request
     |   +-- UnknownDataset             the ledger has no dataset of that name
     |   +-- UnknownAnalyst             the ledger has no analyst of that name
+    |   +-- RegistrationConflict       identical data registered again with other declarations
+    |   +-- SnapshotNotCurrent         a request for a snapshot other than the current one
     |   +-- RequestIdConflict          a request id reused for a different request
     |   +-- LedgerStateError           a lifecycle step not allowed from the charge's state
     +-- LedgerBusy                 the ledger's lock could not be taken in time (retry later)
@@ -95,6 +97,43 @@ class UnknownAnalyst(UsageError):
 
     def __init__(self, name: str) -> None:
         super().__init__("the analyst must be added to the ledger first", name, "ask the data steward to add_analyst")
+
+
+class RegistrationConflict(UsageError):
+    """The data is already registered (same keyed fingerprint) with other declarations; nothing was written.
+
+    Identical data links to the earlier registration and keeps its declarations (adjacency, privacy
+    unit, bounds, keys, policies, contribution bounds, privacy policy, budget), so registering it
+    with other ones is refused instead of silently keeping the earlier ones. ``differences`` names
+    each declaration that differs, as registered and as given.
+    """
+
+    def __init__(self, dataset: str, snapshot: str, differences: list[str]) -> None:
+        self.dataset = dataset
+        self.snapshot = snapshot
+        self.differences = differences
+        super().__init__(
+            f"this data is already registered as dataset {dataset!r} (snapshot {snapshot!r}) with other "
+            "declarations; registering the same data again links to that registration and keeps its declarations",
+            differences,
+            "register with the same declarations to link to it, or leave this data registered as it is "
+            "(change a budget with set_budget); declarations are never changed by registering the data again",
+        )
+
+
+class SnapshotNotCurrent(UsageError):
+    """A request named a snapshot other than the dataset's current one, and no policy allows that."""
+
+    def __init__(self, dataset: str, snapshot: str, current: str) -> None:
+        self.dataset = dataset
+        self.snapshot = snapshot
+        self.current = current
+        super().__init__(
+            f"the service answers from the current snapshot of dataset {dataset!r} only (the newest the steward "
+            f"registered, now {current!r}); there is no policy that lets an analyst choose another one",
+            snapshot,
+            f"ask for snapshot {current!r} or leave snapshot out",
+        )
 
 
 class RequestIdConflict(UsageError):

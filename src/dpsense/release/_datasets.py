@@ -3,7 +3,8 @@
 ``register`` (steward only) reads the data once: it checks the declared columns, runs the data checks
 and applies the declared per-column policies, computes the keyed fingerprint of the raw snapshot, and
 either links to the dataset that already holds that fingerprint (copies never multiply a budget,
-DESIGN invariant 8) or registers a new dataset with its budget. ``attach`` loads a registered
+DESIGN invariant 8; only when every declaration is the registered one, ``RegistrationConflict``
+otherwise) or registers a new dataset with its budget. ``attach`` loads a registered
 snapshot into this process's engine and checks that its fingerprint still matches.
 
 The fingerprint is an HMAC under the ledger's secret key (``Ledger.fingerprint_key``): it reveals
@@ -19,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import DPSenseError, InvalidData, InvalidPrivacyParameter, UsageError
+from dpsense.core.errors import DPSenseError, InvalidData, InvalidPrivacyParameter, RegistrationConflict, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
 from dpsense.engine import ClippedSum, Engine
 from dpsense.ledger import Ledger
@@ -123,7 +124,9 @@ def register(
             existing, existing_snapshot = linked_to
             stored = ledger.profile(existing, existing_snapshot) if existing_snapshot else None
             if stored is not None:
-                linked = Dataset(existing, stored.snapshot, Profile.from_json(stored.profile), staging, linked=True)
+                registered = Profile.from_json(stored.profile)
+                check_same_declarations(existing, stored.snapshot, registered, profile)
+                linked = Dataset(existing, stored.snapshot, registered, staging, linked=True)
                 prepare(engine, staging, linked.profile)
                 progress("linked to the registered snapshot", total, total)
                 return linked
@@ -143,6 +146,48 @@ def register(
     except BaseException:
         engine.forget(staging)
         raise
+
+
+#: The declarations a link must repeat exactly, by their key in ``Profile.to_json`` (columns and policy apart).
+_DECLARED = {
+    "unit": "privacy_unit",
+    "adjacency": "adjacency",
+    "unit_policy": "the policy for rows without a unit",
+    "max_rows_per_unit": "max_rows_per_unit",
+    "max_groups_per_unit": "max_groups_per_unit",
+    "budget": "budget",
+}
+
+
+def check_same_declarations(name: str, snapshot: str, registered: Profile, given: Profile) -> None:
+    """Refuse to link data to a registration whose declarations differ (``RegistrationConflict``).
+
+    Identical data (the same keyed fingerprint) links to its registration, which keeps its own
+    declarations: a registration that declares anything else (adjacency, privacy unit, a column's
+    kind, bounds, keys or policy, the contribution bounds, the privacy policy or the budget) would
+    otherwise be answered under declarations other than the ones given. Only the source may differ
+    (a copy of the file elsewhere is the same data). Called before anything is written.
+    """
+    before, after = registered.to_json(), given.to_json()
+    differences = _differences(before, after, _DECLARED)
+    policy_before, policy_after = before["policy"] or {}, after["policy"] or {}
+    keys = sorted(policy_before.keys() | policy_after.keys())
+    differences += _differences(policy_before, policy_after, {key: f"privacy policy {key}" for key in keys})
+    columns_before, columns_after = before["columns"], after["columns"]
+    for column in sorted(columns_before.keys() | columns_after.keys()):
+        labels = {field: f"{field} of column {column!r}" for field in ("kind", "bounds", "keys", "policy")}
+        differences += _differences(columns_before.get(column) or {}, columns_after.get(column) or {}, labels)
+    if differences:
+        raise RegistrationConflict(name, snapshot, differences)
+
+
+def _differences(before: Mapping[str, object], after: Mapping[str, object], labels: Mapping[str, str]) -> list[str]:
+    """``"<label>: registered <old>, given <new>"`` for each key of ``labels`` whose values differ."""
+    return [
+        f"{label}: registered {before.get(key)!r}, given {after.get(key)!r}"
+        for key, label in labels.items()
+        if before.get(key) != after.get(key)
+    ]
 
 
 def check_kept_budget(ledger: Ledger, name: str, policy: PrivacyPolicy) -> None:

@@ -17,6 +17,10 @@ malformed body (schema)                422     ``invalid_body``
 idempotency key reused differently     422     ``idempotency_key_reused``
 budget cannot cover the request        409     ``budget_exhausted``
 request id of a failed release         409     ``ledger_state``
+a snapshot other than the current one  409     ``snapshot_not_current`` (``dataset``, ``snapshot``,
+                                               ``current_snapshot``)
+identical data, other declarations     409     ``registration_conflict`` (``dataset``, ``snapshot``,
+                                               ``differences``); nothing written
 ledger lock not obtained in time       503     ``ledger_busy`` (Retry-After: 1)
 failure after reading the data         500     ``charged_failure`` (charged, no reason)
 a bug                                  500     ``internal``
@@ -49,7 +53,9 @@ from dpsense.core.errors import (
     DPSenseError,
     LedgerBusy,
     LedgerStateError,
+    RegistrationConflict,
     RequestIdConflict,
+    SnapshotNotCurrent,
     UnknownAnalyst,
     UnknownDataset,
     UsageError,
@@ -134,6 +140,11 @@ def dpsense_error(exc: DPSenseError) -> JSONResponse:
         body = error_document(code, _cut(str(exc)), rule=_cut(exc.rule), value=_plain(exc.value), fix=exc.fix)
         if isinstance(exc, BudgetExhausted):
             body["error"] |= {"scope": exc.scope, "requested": str(exc.requested), "remaining": str(exc.remaining)}
+        elif isinstance(exc, SnapshotNotCurrent):
+            body["error"] |= {"dataset": exc.dataset, "snapshot": exc.snapshot, "current_snapshot": exc.current}
+        elif isinstance(exc, RegistrationConflict):
+            differences = [_cut(d) for d in exc.differences[:MAX_PROBLEMS]]
+            body["error"] |= {"dataset": exc.dataset, "snapshot": exc.snapshot, "differences": differences}
         return ErrorResponse(body, status_code=status)
     if isinstance(exc, LedgerBusy):
         body = error_document("ledger_busy", "the ledger is busy; nothing was charged", fix="retry in a moment")
@@ -155,6 +166,10 @@ def _usage_status(exc: UsageError) -> tuple[int, str]:
         return 422, "idempotency_key_reused"
     if isinstance(exc, LedgerStateError):
         return 409, "ledger_state"
+    if isinstance(exc, SnapshotNotCurrent):
+        return 409, "snapshot_not_current"
+    if isinstance(exc, RegistrationConflict):
+        return 409, "registration_conflict"
     return 400, "invalid_request"
 
 

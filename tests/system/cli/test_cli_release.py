@@ -27,14 +27,28 @@ def test_dataset_add_registers_once_and_links_the_same_data(cli: Cli) -> None:
     assert "'events' snapshot 'v1': registered" in added.stdout
     assert "[0, 24]" in added.stdout and "clamp" in added.stdout and "north" in added.stdout
     assert cli.budget()["cap"] == {"epsilon": "4", "delta": "0"}
-    again = cli.steward(
-        "dataset", "add", "events_copy", "--source", str(cli.root / "events.csv"), "--unit", "person_id",
-        "--bound", "hours=0:24", "--budget-epsilon", "10", "--privacy-policy", str(cli.root / "policy.yaml"),
+    declared = (
+        "--unit", "person_id", "--bound", "hours=0:24", "--policy", "hours=clamp",
+        "--keys", "region=north,south,east,west", "--privacy-policy", str(cli.root / "policy.yaml"),
     )  # fmt: skip
+    source_again = ("--source", str(cli.root / "events.csv"))
+    again = cli.steward("dataset", "add", "events_copy", *source_again, *declared, "--budget-epsilon", "4")
     assert again.exit_code == 0, again.stderr
     assert "linked to its budget" in again.stdout  # the same data never opens a second budget
     with Ledger.open(cli.ledger) as ledger:
         assert ledger.dataset_names() == ["events"]
+        head = ledger.verify().head_hash
+    other = cli.steward(
+        "dataset", "add", "events_copy", *source_again, *declared, "--budget-epsilon", "10", "--adjacency", "replace"
+    )  # other declarations: refused, never a silent link
+    assert other.exit_code == 2, other.stdout
+    assert "already registered as dataset 'events'" in other.stderr
+    assert (
+        "adjacency: registered 'add_remove', given 'replace'" in other.stderr and "budget: registered" in other.stderr
+    )
+    assert "register with the same declarations to link" in other.stderr and "Traceback" not in other.stderr
+    with Ledger.open(cli.ledger) as ledger:
+        assert ledger.dataset_names() == ["events"] and ledger.verify().head_hash == head
 
 
 def test_a_release_prints_a_table_and_charges_once(registered: Cli) -> None:

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import dpsense as dp
-from dpsense.core import ApproxDP
-from tests.system.release.support import REGIONS, planted, register
+from dpsense.core import ApproxDP, RegistrationConflict
+from tests.system.release.support import REGIONS, planted, policy, register
 
 
 @pytest.fixture
@@ -94,6 +94,46 @@ def test_registering_the_same_data_again_links_to_its_budget(steward: dp.Session
     assert copy.linked and copy.name == "events"
     assert steward.datasets() == ["events"]
     assert steward.budget("events").spent == ApproxDP(1, 0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"adjacency": "replace"}, "adjacency: registered 'add_remove', given 'replace'"),
+        ({"bounds": {"hours": (0, 12), "age": (0, 120)}}, "bounds of column 'hours'"),
+        ({"keys": {"region": ["north", "south"]}}, "keys of column 'region'"),
+        ({"policies": {"hours": "clamp"}}, "policy of column 'hours'"),
+        ({"max_rows_per_unit": 2}, "max_rows_per_unit: registered 5, given 2"),
+        ({"budget": dp.Budget(epsilon=99, delta=1e-8)}, "budget: registered"),
+        ({"policy": policy(population=5000)}, "privacy policy population: registered 1000000, given 5000"),
+    ],
+)
+def test_the_same_data_with_other_declarations_is_refused_and_nothing_is_written(
+    steward: dp.Session, changes: dict[str, object], named: str
+) -> None:
+    register(steward, planted())
+    before = steward.verify_log()
+    with pytest.raises(RegistrationConflict) as refused:
+        register(steward, planted(), name="events_copy", **changes)
+    assert refused.value.dataset == "events" and refused.value.snapshot == "v1"
+    assert any(named in d for d in refused.value.differences), refused.value.differences
+    assert len(refused.value.differences) == 1  # only the declaration that differs is named
+    assert "already registered as dataset 'events'" in str(refused.value)
+    assert "register with the same declarations to link" in refused.value.fix
+    after = steward.verify_log()
+    assert (after.entries, after.head_hash) == (before.entries, before.head_hash)
+    assert steward.datasets() == ["events"] and steward.ledger.snapshots("events") == ["v1"]
+
+
+def test_another_privacy_unit_is_refused_even_as_a_new_snapshot_of_the_same_data(steward: dp.Session, url: str) -> None:
+    frame = planted().assign(household=lambda f: f["person_id"].str[:-1])
+    register(steward, frame)
+    with dp.Session.open(url, analyst="steward", role="steward") as again:
+        with pytest.raises(RegistrationConflict, match="privacy_unit: registered 'person_id', given 'household'"):
+            register(again, frame, snapshot="v2", privacy_unit="household")
+        same = register(again, frame, snapshot="v2")  # the same declarations: linked to v1, nothing new
+    assert same.linked and same.snapshot == "v1"
+    assert steward.ledger.snapshots("events") == ["v1"]
 
 
 def test_a_changed_source_is_not_the_registered_snapshot(steward: dp.Session, url: str) -> None:
