@@ -56,7 +56,7 @@ from dpsense.engine._types import (
 )
 
 if TYPE_CHECKING:
-    from dpsense.engine._duckdb import DuckDBEngine
+    from dpsense.engine._duckdb import DuckDBEngine, SharedTable
     from dpsense.engine._spark import SparkEngine
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "GroupRow",
     "OrderStatisticsWindow",
     "Predicate",
+    "SharedTable",
     "SparkEngine",
     "TableInfo",
     "UnknownColumn",
@@ -96,12 +97,12 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # DuckDB is an optional extra: import it only when DuckDBEngine is asked for.
-    if name == "DuckDBEngine":
+    if name in ("DuckDBEngine", "SharedTable"):
         try:
-            from dpsense.engine._duckdb import DuckDBEngine
+            from dpsense.engine import _duckdb
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
-            raise ImportError("DuckDBEngine needs DuckDB: pip install 'dpsense[duckdb]'") from exc
-        return DuckDBEngine
+            raise ImportError(f"{name} needs DuckDB: pip install 'dpsense[duckdb]'") from exc
+        return getattr(_duckdb, name)
     if name == "SparkEngine":
         # Spark is an optional extra too: pyspark (and a Java runtime) only when SparkEngine is asked for.
         try:

@@ -51,7 +51,7 @@ from dpsense.engine._types import (
     TableInfo,
 )
 
-__all__ = ["MIN_SALT_BYTES", "DuckDBEngine"]
+__all__ = ["MIN_SALT_BYTES", "DuckDBEngine", "SharedTable"]
 
 #: Aggregates returned as exact fixed-point sums (the others are counts).
 _SUMS = (ClippedSum, CenteredSquares)
@@ -91,6 +91,21 @@ class _Selection:
     stored: Mapping[SumKey, str] = field(default_factory=dict)  # hidden grid-unit columns the view carries
 
 
+@dataclass(frozen=True)
+class SharedTable:
+    """A registered table of a ``shared`` engine, as another engine on the same database adopts it.
+
+    Names and public facts only (the relation, the public schema, the unit the snapshot is indexed
+    on, the hidden columns of its stored sums): no data, no key, no count.
+    """
+
+    relation: str
+    info: TableInfo
+    unit_column: str | None
+    stored_sums: Mapping[SumKey, str]
+    portable: bool
+
+
 class DuckDBEngine(DuckDBStewardSteps):
     """The engine seam on an in-process DuckDB connection.
 
@@ -104,6 +119,10 @@ class DuckDBEngine(DuckDBStewardSteps):
             arithmetic that Spark computes identically), so that a release keeps the same rows as on
             ``SparkEngine``; slower than the default rules, which use DuckDB's own ``hash()``. Units
             and capped group columns must then be integer or string columns.
+        shared: keep copies of registered sources as regular tables of the database instead of
+            temporary tables of the connection, so that engines on other connections (cursors) to the
+            same database can ``adopt`` them (``export``): one copy of a snapshot serves them all.
+            Bounded views stay temporary tables of the connection that made them either way.
 
     """
 
@@ -113,8 +132,10 @@ class DuckDBEngine(DuckDBStewardSteps):
         *,
         connection: duckdb.DuckDBPyConnection | None = None,
         portable: bool = False,
+        shared: bool = False,
     ) -> None:
         self.portable = portable
+        self.shared = shared
         self._owns_connection = connection is None
         self._con = duckdb.connect(database) if connection is None else connection
         self._tables: dict[str, tuple[str, TableInfo]] = {}  # public name -> (SQL relation, schema)
@@ -230,6 +251,46 @@ class DuckDBEngine(DuckDBStewardSteps):
         if found is not None:
             self._drop_copy(found[0])
 
+    def export(self, table: str) -> SharedTable:
+        """What another engine on this database needs to ``adopt`` ``table`` (a ``shared`` engine only).
+
+        The table stays this engine's: ``close`` or ``forget`` here drops it, so the caller keeps this
+        engine open while any adopter may read it.
+        """
+        self._check_open()
+        if not self.shared:
+            raise UsageError(
+                "only an engine opened with shared=True keeps copies that other connections can read",
+                table,
+                "open the engine that registers the snapshot as DuckDBEngine(connection=..., shared=True)",
+            )
+        relation, info = self._table(table)
+        stored = dict(self._stored_sums.get(table, {}))
+        return SharedTable(relation, info, self._indexes.get(table), stored, self.portable)
+
+    def adopt(self, name: str, table: SharedTable) -> TableInfo:
+        """Register under ``name`` a table another engine on the same database exported (no copy is made).
+
+        Releases read it exactly as a table this engine registered and indexed itself; this engine
+        never drops it (``forget`` only unregisters it), its bounded views stay its own temporary tables.
+        """
+        self._check_open()
+        if name in self._tables:
+            raise UsageError("a table of this name is already registered", name, "choose another name or forget it")
+        if table.portable != self.portable:
+            raise UsageError(
+                "an adopted table must follow this engine's bounding rules (portable or not)",
+                table.portable,
+                "adopt it on an engine with the same portable setting as the one that indexed it",
+            )
+        if not self._catalog_has(table.relation.strip('"')):
+            raise UnknownTable(name, "the shared table is not in this database; adopt it on a cursor of the same one")
+        self._tables[name] = (table.relation, table.info)
+        if table.unit_column is not None:
+            self._indexes[name] = table.unit_column
+            self._stored_sums[name] = dict(table.stored_sums)
+        return table.info
+
     def _materialize(self, source: object) -> str:
         if isinstance(source, str | PathLike):
             path = Path(source)
@@ -250,11 +311,11 @@ class DuckDBEngine(DuckDBStewardSteps):
                 type(source).__name__,
                 "convert the data to one of those",
             )
-        copy = f"{SRC_PREFIX}{next(self._counter)}"
-        scratch = f"{copy}_in"
+        copy, create = self._new_copy()
+        scratch = f"{SRC_PREFIX}{next(self._counter)}_in"
         self._con.register(scratch, source)
         try:
-            self._con.execute(f"CREATE TEMP TABLE {_sql.quote(copy)} AS SELECT * FROM {_sql.quote(scratch)}")
+            self._con.execute(f"{create}SELECT * FROM {_sql.quote(scratch)}")
         finally:
             self._con.unregister(scratch)
         self._copies.add(copy)
@@ -263,9 +324,9 @@ class DuckDBEngine(DuckDBStewardSteps):
     def _copy_file(self, path: Path, reader: str) -> str:
         if not path.is_file():
             raise InvalidData("the source file does not exist", str(path), "check the path")
-        copy = f"{SRC_PREFIX}{next(self._counter)}"
+        copy, create = self._new_copy()
         try:
-            self._con.execute(f"CREATE TEMP TABLE {_sql.quote(copy)} AS SELECT * FROM {reader}", {"path": str(path)})
+            self._con.execute(f"{create}SELECT * FROM {reader}", {"path": str(path)})
         except duckdb.Error:
             # The parser's message may quote file contents: keep it out of the error.
             raise InvalidData("the file could not be read as a table", str(path), "check its format") from None

@@ -21,6 +21,11 @@ from dpsense.engine._types import NO_CLAMP, ClippedSum, ColumnQuality, TableInfo
 
 #: Prefix of the engine's own copies of registered sources.
 SRC_PREFIX = _sql.INTERNAL_PREFIX + "src_"
+#: Prefix of the copies of a ``shared`` engine: regular tables of the database, which other connections see.
+SHARED_PREFIX = _sql.INTERNAL_PREFIX + "shared_"
+#: One numbering of shared copies per process (the database of a shared engine is this process's), so
+#: that engines on one database never pick the same name.
+_SHARED_COPIES = itertools.count()
 
 #: What makes two clipped sums equal for the stored grid units: (column, low, high, grid exponent).
 SumKey = tuple[str, float, float, int]
@@ -35,6 +40,7 @@ class DuckDBStewardSteps(ABC):
     """The registration-time steps of ``DuckDBEngine`` (the engine's state is declared, not owned, here)."""
 
     portable: bool
+    shared: bool
     _tables: dict[str, tuple[str, TableInfo]]
     _copies: set[str]
     _indexes: dict[str, str]
@@ -64,6 +70,19 @@ class DuckDBStewardSteps(ABC):
     @abstractmethod
     def _run(self, sql: str, params: dict[str, object]) -> duckdb.DuckDBPyConnection:
         """Execute a planned statement (DuckDB's message, which can quote data, is never shown)."""
+
+    def _new_copy(self) -> tuple[str, str]:
+        """A fresh name for an engine-owned copy and the statement head that creates it from a SELECT.
+
+        A temporary table of this connection; with ``shared=True`` a regular table of the database,
+        named from a process-wide counter (a temporary table of that name would hide it), so that
+        engines on other connections to the database can ``adopt`` it.
+        """
+        if self.shared:
+            copy = f"{SHARED_PREFIX}{next(_SHARED_COPIES)}"
+            return copy, f"CREATE TABLE {_sql.quote(copy)} AS "
+        copy = f"{SRC_PREFIX}{next(self._counter)}"
+        return copy, f"CREATE TEMP TABLE {_sql.quote(copy)} AS "
 
     def fingerprint(self, table: str, key: bytes) -> str:
         """Keyed, order-independent fingerprint of the snapshot (see ``Engine.fingerprint``).
@@ -118,8 +137,8 @@ class DuckDBStewardSteps(ABC):
         sql, params = _sql_steward.policy_query(
             relation, info, drop_missing=missing, drop_nonfinite=nonfinite, clamp=clips
         )
-        copy = f"{SRC_PREFIX}{next(self._counter)}"
-        self._run(f"CREATE TEMP TABLE {_sql.quote(copy)} AS {sql}", params)
+        copy, create = self._new_copy()
+        self._run(f"{create}{sql}", params)
         self._copies.add(copy)
         if self._describe(table, _sql.quote(copy)) != info:
             self._drop_copy(_sql.quote(copy))
@@ -159,8 +178,8 @@ class DuckDBStewardSteps(ABC):
             params = dict(_sql.derived_keys(secret, "index", _sql_index.INDEX_KEYS))
             extra, stored = _stored_units(info, sums, params)
             sql = _sql_index.unit_index_query(relation, info.column_names, unit_column=unit_column, extra=extra)
-        copy = f"{SRC_PREFIX}{next(self._counter)}"
-        self._run(f"CREATE TEMP TABLE {_sql.quote(copy)} AS {sql}", params)
+        copy, create = self._new_copy()
+        self._run(f"{create}{sql}", params)
         self._copies.add(copy)
         if not self.portable:
             self._refuse_large_units(_sql.quote(copy))
