@@ -11,6 +11,7 @@ from dpsense.release._datasets import Dataset
 from dpsense.release._policy import DELTA_POPULATION_FACTOR, Budget, PrivacyPolicy
 from dpsense.release._release import Release
 from dpsense.release._session import MECHANISM_VERSION, Session
+from dpsense.release._shared import SharedSnapshots
 from dpsense.release._sql import SqlRelease
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "PrivacyPolicy",
     "Release",
     "Session",
+    "SharedSnapshots",
     "SqlRelease",
 ]

@@ -52,6 +52,7 @@ from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy, check_budget_policy, check_release_policy
 from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
+from dpsense.release._shared import SharedSnapshots
 from dpsense.release._sql import SqlRelease
 from dpsense.release._steps import loss_pair
 
@@ -82,6 +83,7 @@ class Session:
         allow_test_noise: bool = False,
         owns_ledger: bool = False,
         constant_work: int | None = None,
+        snapshots: SharedSnapshots | None = None,
     ) -> None:
         if role not in _ROLES:
             raise UsageError("a session's role is 'analyst' or 'steward'", role, "pass role='analyst'")
@@ -89,8 +91,15 @@ class Session:
             raise UsageError("a session needs the analyst's name", analyst, "pass analyst='alice'")
         self._ledger = ledger
         self._owns_ledger = owns_ledger
+        if snapshots is not None and engine is None:
+            raise UsageError(
+                "a Session on shared snapshots reads them through an engine of theirs",
+                None,
+                "pass engine=snapshots.engine() with snapshots=",
+            )
         self._engine = engine if engine is not None else _default_engine()
         self._owns_engine = engine is None
+        self._snapshots = snapshots
         self.analyst = analyst
         self.role = role
         self._allow_test_noise = allow_test_noise
@@ -194,6 +203,12 @@ class Session:
         snapshot (keyed fingerprint) links to that dataset's budget; ``Dataset.linked`` says so.
         """
         self._require_steward("register datasets")
+        if self._snapshots is not None:
+            raise UsageError(
+                "a Session on shared snapshots only reads registered snapshots",
+                name,
+                "register from a Session with an engine of its own",
+            )
         adj = Adjacency.parse(adjacency)
         loss = budget.as_loss()
         if not isinstance(policy, PrivacyPolicy):
@@ -227,7 +242,19 @@ class Session:
     # -- analysts --------------------------------------------------------------------------------
 
     def dataset(self, name: str, *, source: object | None = None, snapshot: str | None = None) -> Dataset:
-        """A registered dataset, attached to this session (its data loaded and checked against the fingerprint)."""
+        """A registered dataset, attached to this session (its data loaded and checked against the fingerprint).
+
+        On shared snapshots (``snapshots=``) every call reads the dataset's current snapshot from the
+        ledger and answers that one (loaded once per process); naming another is ``SnapshotNotCurrent``.
+        """
+        if self._snapshots is not None:
+            if source is not None:
+                raise UsageError(
+                    "a Session on shared snapshots reads the source the steward registered",
+                    name,
+                    "leave source out",
+                )
+            return self._snapshots.dataset(self._ledger, self._engine, name, snapshot=snapshot)
         if name not in self._datasets:
             self._datasets[name] = attach(self._ledger, self._engine, name, source=source, snapshot=snapshot)
         return self._datasets[name]

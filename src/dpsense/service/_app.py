@@ -287,15 +287,12 @@ async def _release(body: ReleaseBody, caller: Caller, key: str) -> dict[str, Any
 
 
 def attach(session: Session, dataset: str, snapshot: str | None) -> Dataset:
-    """The dataset attached to ``session``; a request for another snapshot than the attached one is refused."""
-    attached = session.dataset(dataset, snapshot=snapshot)
-    if snapshot is not None and attached.snapshot != snapshot:
-        raise UsageError(
-            "the service answers from the dataset's current snapshot",
-            snapshot,
-            f"ask for snapshot {attached.snapshot!r} or leave snapshot out",
-        )
-    return attached
+    """The dataset's current snapshot; a request naming another is refused (409 ``snapshot_not_current``).
+
+    The workers' Sessions read shared snapshots, which check the current one in the ledger on every
+    call (``SharedSnapshots.dataset``): no policy lets an analyst choose an older snapshot.
+    """
+    return session.dataset(dataset, snapshot=snapshot)
 
 
 def budgets(session: Session, dataset: str) -> dict[str, Any]:

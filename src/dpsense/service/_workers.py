@@ -1,20 +1,24 @@
 """The service's configuration and its worker threads: each owns one ledger connection and its Sessions.
 
 Every request that touches the ledger or data runs on a worker thread (``Workers.run``); the event
-loop only parses, pads and answers. A worker thread owns, for its whole life:
+loop only parses, pads and answers. The process holds one ``SharedSnapshots``: one in-memory DuckDB
+database (one DuckDB thread: the workers are the parallelism) in which each dataset's current
+snapshot is loaded once, whatever the number of analysts and workers. A worker thread owns, for its
+whole life:
 
 * one ``Ledger`` connection (a SQLite or psycopg connection is never used by two threads at once);
+* one DuckDB engine on its own cursor of that database, which adopts the shared snapshots (no copy)
+  and holds the temporary tables of the release it runs (removed when the release ends);
 * one ``Session`` per (analyst, role) it has served (built by ``service_session``, always with the
-  service's ``constant_work``), each with its own in-memory DuckDB engine
-  (``threads=1``: the workers are the parallelism) holding the registered snapshots it attached.
-  A Session's identity is fixed, and an engine holds a snapshot under one name, so Sessions do not
-  share engines. At most ``sessions_per_worker`` are kept (least recently used are closed, which
-  drops their copies of the data).
+  service's ``constant_work``), all on that engine: a worker runs one request at a time. At most
+  ``sessions_per_worker`` are kept (least recently used are closed; they hold no data).
 
 Every release therefore goes through ``Session.release`` / ``Session.sql`` with the ledger's
 reserve -> run -> commit: the same path as the Python API and the CLI, with no other way to a value.
-A steward's registration bumps a generation number: workers then close their Sessions, so that the
-next request attaches the newest snapshot.
+Each request reads the dataset's current snapshot from the ledger (``SharedSnapshots.dataset``), so a
+registration by this service, another process or the CLI is served from the next request on, and a
+request naming another snapshot is refused (``SnapshotNotCurrent``). A steward's registration through
+this service also bumps a generation number, on which workers start fresh Sessions.
 """
 
 from __future__ import annotations
@@ -28,12 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-import duckdb
-
 from dpsense.core.errors import UsageError
-from dpsense.engine import DuckDBEngine
+from dpsense.engine import Engine
 from dpsense.ledger import Ledger, TokenIdentity
-from dpsense.release import Session
+from dpsense.release import Session, SharedSnapshots
 
 T = TypeVar("T")
 
@@ -84,23 +86,39 @@ class ServiceConfig:
             )
 
 
-def service_session(config: ServiceConfig, ledger: Ledger, *, analyst: str, role: str, engine: DuckDBEngine) -> Session:
-    """A Session as the service builds every one: on ``ledger`` and ``engine``, with ``config.constant_work``."""
-    return Session(ledger, analyst=analyst, role=role, engine=engine, constant_work=config.constant_work)
+def service_session(
+    config: ServiceConfig,
+    ledger: Ledger,
+    *,
+    analyst: str,
+    role: str,
+    engine: Engine,
+    snapshots: SharedSnapshots | None = None,
+) -> Session:
+    """A Session as the service builds every one: on ``ledger`` and ``engine``, with ``config.constant_work``.
+
+    With ``snapshots`` (the workers' Sessions) it reads the shared current snapshots through ``engine``.
+    """
+    return Session(
+        ledger, analyst=analyst, role=role, engine=engine, constant_work=config.constant_work, snapshots=snapshots
+    )
 
 
 class Worker:
-    """The ledger connection and Sessions of one worker thread (used by that thread only)."""
+    """The ledger connection, engine and Sessions of one worker thread (used by that thread only)."""
 
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(self, config: ServiceConfig, snapshots: SharedSnapshots | None = None) -> None:
         self.config = config
         self.ledger = Ledger.open(config.ledger_url)
+        self._owns_snapshots = snapshots is None  # a worker on its own (tests): its own shared snapshots
+        self.snapshots = snapshots if snapshots is not None else SharedSnapshots()
+        self.engine = self.snapshots.engine()
         self._limit = max(1, config.sessions_per_worker)
-        self._sessions: OrderedDict[tuple[str, str], _Held] = OrderedDict()
+        self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self.generation = 0
 
     def session(self, identity: TokenIdentity, generation: int) -> Session:
-        """The Session of ``identity`` on this worker (created, with its engine, on first use)."""
+        """The Session of ``identity`` on this worker (created on first use, on the worker's engine)."""
         if generation != self.generation:
             self.close_sessions()
             self.generation = generation
@@ -108,38 +126,32 @@ class Worker:
         found = self._sessions.get(key)
         if found is not None:
             self._sessions.move_to_end(key)
-            return found.session
-        connection = duckdb.connect(":memory:", config={"threads": 1})
-        engine = DuckDBEngine(connection=connection)
-        session = service_session(self.config, self.ledger, analyst=identity.analyst, role=identity.role, engine=engine)
-        self._sessions[key] = _Held(session, engine, connection)
+            return found
+        session = service_session(
+            self.config,
+            self.ledger,
+            analyst=identity.analyst,
+            role=identity.role,
+            engine=self.engine,
+            snapshots=self.snapshots,
+        )
+        self._sessions[key] = session
         while len(self._sessions) > self._limit:
             self._sessions.popitem(last=False)[1].close()
         return session
 
     def close_sessions(self) -> None:
-        """Close every Session and its engine (their data copies and temporary tables go with them)."""
+        """Close every Session (they hold no data: the worker's engine adopts the shared snapshots)."""
         while self._sessions:
             self._sessions.popitem()[1].close()
 
     def close(self) -> None:
-        """Close the Sessions and the ledger connection."""
+        """Close the Sessions, the worker's engine (its temporary tables go with it) and the ledger connection."""
         self.close_sessions()
+        self.snapshots.close_engine(self.engine)
+        if self._owns_snapshots:
+            self.snapshots.close()
         self.ledger.close()
-
-
-@dataclass(frozen=True)
-class _Held:
-    """A Session with the engine and DuckDB connection the worker gave it (the Session owns neither)."""
-
-    session: Session
-    engine: DuckDBEngine
-    connection: duckdb.DuckDBPyConnection
-
-    def close(self) -> None:
-        self.session.close()
-        self.engine.close()
-        self.connection.close()
 
 
 class Workers:
@@ -152,6 +164,7 @@ class Workers:
         self._all: list[Worker] = []
         self._lock = threading.Lock()
         self._generation = 0
+        self.snapshots = SharedSnapshots()
 
     async def run(self, work: Callable[[Worker], T]) -> T:
         """Run ``work`` on a worker thread and await its result (exceptions propagate)."""
@@ -161,7 +174,7 @@ class Workers:
     def _call(self, work: Callable[[Worker], T]) -> T:
         worker: Worker | None = getattr(self._local, "worker", None)
         if worker is None:
-            worker = Worker(self._config)
+            worker = Worker(self._config, self.snapshots)
             self._local.worker = worker
             with self._lock:
                 self._all.append(worker)
@@ -173,14 +186,15 @@ class Workers:
         return self._generation
 
     def invalidate(self) -> None:
-        """Make every worker close its Sessions before its next request."""
+        """Make every worker start fresh Sessions at its next request (after a registration here)."""
         with self._lock:
             self._generation += 1
 
     def close(self) -> None:
-        """Wait for running requests, then close every worker's Sessions and ledger connection."""
+        """Wait for running requests, then close every worker's Sessions and ledger connection, and the snapshots."""
         self._executor.shutdown(wait=True)
         with self._lock:
             workers, self._all = self._all, []
         for worker in workers:
             worker.close()
+        self.snapshots.close()
