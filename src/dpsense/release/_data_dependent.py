@@ -352,7 +352,7 @@ MAX_PUBLIC_SIZE = 1 << 25
 #: Lower caps for mechanisms whose work grows faster than n log n: the inverse-sensitivity trimmed mean
 #: is quadratic in n (1 s at 2^15 values on this project's test machine). Above the cap the values are
 #: resized to the cap, i.e. the extremes are trimmed alternately (``sensitivity.public_n``).
-_SIZE_CAPS = {Mechanism.INVERSE_SENSITIVITY_TRIMMED_MEAN: 1 << 15}
+_SIZE_CAPS: dict[str, int] = {Mechanism.INVERSE_SENSITIVITY_TRIMMED_MEAN: 1 << 15}
 
 
 def public_size_cap(collect_bound: int | None, mechanism: str = "") -> int:
