@@ -1,7 +1,7 @@
 """Accuracy of grouped data-dependent releases through the Session, replace against add/remove, same data.
 
 Issue 13 recalibrated the grouped data-dependent steps under replace adjacency (a replaced unit can
-leave one public group while its replacement enters another, docs/math.md section 1.4) and the grouped
+leave one public group while its replacement enters another, docs/math/global-sensitivity.md §1.4) and the grouped
 squared-sum sensitivity of the variance. This script measures what that costs users: the same grouped
 queries on the same data, released through ``dpsense.Session`` (DuckDB engine, SQLite ledger in a
 temporary directory) on a dataset registered once with ``adjacency="replace"`` and once with the

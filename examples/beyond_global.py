@@ -80,7 +80,7 @@ def ptr_story() -> None:
         )
         print(
             f"B = {b:<6}: the seed's naive test counts {naive_violations} 'violating' records and passes at 0.5 "
-            f"(not DP: docs/math.md section 5.5); correct PTR: {show(res)}"
+            f"(not DP: docs/math/ptr.md §5.5); correct PTR: {show(res)}"
         )
     print("B = 0.3 exceeds the global sensitivity, so plain Laplace at GS already answers; PTR adds nothing there.")
     print("B = 0.001: one replacement can always collapse two points (f -> 0), so the distance to instability is")

@@ -36,7 +36,7 @@ triangle_count         smooth, inverse_sensitivity, ptr                         
 partition selection    (count over keys selected privately)                         A/R x g
 =====================  ==========================================================  ========================
 
-Plus ``test_issue_13_grouped_median_under_replace``: the counter-example of docs/math.md section 1.4.
+Plus ``test_issue_13_grouped_median_under_replace``: the counter-example of docs/math/global-sensitivity.md §1.4.
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def test_neighbours(ctx: h.Context, agg: str, context_results: dict[h.Context, l
 
 
 # ---------------------------------------------------------------------------------------------------
-# the counter-example of docs/math.md section 1.4 (issue 13 finding 2), as a directed pair
+# the counter-example of docs/math/global-sensitivity.md §1.4 (issue 13 finding 2), as a directed pair
 
 
 def _issue_frame(moved: bool) -> pd.DataFrame:

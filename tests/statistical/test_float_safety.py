@@ -1,4 +1,4 @@
-"""Floating-point safety of the grid Laplace and Gaussian (docs/math.md section 9).
+"""Floating-point safety of the grid Laplace and Gaussian (docs/math/floating-point.md).
 
 * every output is a grid point;
 * the exact pmf of each grid point under v and under a neighbour v' (|v - v'| <= Delta) has a

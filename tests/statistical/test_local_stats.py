@@ -174,7 +174,7 @@ def test_rr_estimator_fixed_inputs_unbiased_with_exact_variance() -> None:
     truth = np.array([0.3])
     exact = np.array([rr_proportion_variance(n=n, epsilon=eps)])
     assert _consistent(estimates, truth, exact, P_THRESHOLD)
-    # Power: the i.i.d.-sampling variance (docs/math.md section 11; adds pi(1-pi)/n) does not fit fixed inputs,
+    # Power: the i.i.d.-sampling variance (docs/math/local-dp.md; adds pi(1-pi)/n) does not fit fixed inputs,
     # and estimates computed with an ε off by 30 % are biased.
     iid = np.array([rr_proportion_variance(n=n, epsilon=eps, population_proportion=0.3)])
     assert not _consistent(estimates, truth, iid, P_THRESHOLD)
@@ -222,7 +222,7 @@ def test_oue_estimator_unbiased_with_exact_not_approximate_variance() -> None:
     good = estimates(eps)
     exact = oue_count_variance(n=n, epsilon=eps, count=counts)
     assert _consistent(good, counts, exact, P_THRESHOLD / k)
-    # The usual "≈ n·4e^ε/(e^ε-1)^2" (docs/math.md section 11) drops the c_v term: rejected for the popular categories.
+    # The usual "≈ n·4e^ε/(e^ε-1)^2" (docs/math/local-dp.md) drops the c_v term: rejected for the popular categories.
     approx = oue_count_variance(n=n, epsilon=eps, count=np.zeros(k))
     assert not _consistent(good, counts, approx, P_THRESHOLD / k)
     for wrong in WRONG:

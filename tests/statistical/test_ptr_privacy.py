@@ -13,7 +13,7 @@ directions, total false-alarm probability below 1e-9). The audit must
 * stay under the claim for dpsense's PTR: (epsilon_1 + epsilon_2, delta) with delta = 0.05, large so
   that delta-events are observable; on a pair where one side is stable the proof gives PURE
   epsilon_1 + epsilon_2, audited with delta = 0;
-* flag the naive 0.5-threshold test of docs/math.md section 5.5 (implemented below, in this file only) on
+* flag the naive 0.5-threshold test of docs/math/ptr.md §5.5 (implemented below, in this file only) on
   both of its counterexamples, and a PTR that uses a valid distance but the threshold 0.5.
 """
 
@@ -42,7 +42,7 @@ FALSE_ALARM = 1e-9
 
 
 class MedianFamily:
-    """A^(k) of docs/math.md section 4 for the rank-r order statistic, padded with [low, high] (replace adjacency)."""
+    """A^(k) of docs/math/order-statistics.md for the rank-r order statistic, padded with [low, high] (replace adjacency)."""
 
     def __init__(self, values: tuple[float, ...], rank: int, low: float, high: float) -> None:
         self.sorted, self.rank, self.low, self.high = sorted(values), rank, low, high

@@ -12,7 +12,7 @@
   ``discrete_gaussian_sigma2``: exact Gaussian curves and calibration (Balle-Wang 2018; CKS 2020).
 
 Every budget returned is a ``dpsense.core`` loss type rounded *up* when inexact. The formulas and
-their sources are in docs/math.md section 10 and in each function's docstring.
+their sources are in docs/math/composition.md and in each function's docstring.
 """
 
 from dpsense.accounting.advanced import (

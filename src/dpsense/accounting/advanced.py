@@ -1,6 +1,6 @@
 """Composition of k identical (ε, δ)-DP mechanisms: advanced and optimal homogeneous bounds.
 
-Theorems used (docs/math.md section 10):
+Theorems used (docs/math/composition.md):
 
 * Advanced composition (Dwork-Rothblum-Vadhan 2010; Dwork-Roth Thm 3.20): for every δ' > 0 the
   k-fold adaptive composition of (ε, δ)-DP mechanisms is (ε', kδ + δ')-DP with

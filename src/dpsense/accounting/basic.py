@@ -1,6 +1,6 @@
 """Basic (sequential) composition of privacy losses in exact arithmetic.
 
-Theorems used (docs/math.md section 10):
+Theorems used (docs/math/composition.md):
 
 * Dwork-Roth, Thm 3.16: the adaptive composition of (ε_i, δ_i)-DP mechanisms is
   (Σ ε_i, Σ δ_i)-DP; pure ε-DP is the case δ_i = 0.

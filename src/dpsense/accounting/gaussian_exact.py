@@ -1,6 +1,6 @@
 """Exact (ε, δ) curves of the Gaussian and discrete Gaussian mechanisms, and noise calibration.
 
-Theorems used (docs/math.md sections 9 and 10):
+Theorems used (docs/math/index.md sections 9 and 10):
 
 * Balle-Wang 2018, Thm 8 (analytic Gaussian mechanism): f(x) + N(0, σ²) with L2 sensitivity Δ is
   (ε, δ)-DP if and only if δ >= Φ(Δ/(2σ) - εσ/Δ) - e^ε Φ(-Δ/(2σ) - εσ/Δ). Evaluated as

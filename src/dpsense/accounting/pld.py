@@ -1,6 +1,6 @@
 """Privacy-loss-distribution (PLD) accounting through Google's ``dp_accounting`` (optional extra).
 
-Method (docs/math.md section 10; Meiser-Mohammadi 2018, Koskela et al. 2020, Google
+Method (docs/math/composition.md; Meiser-Mohammadi 2018, Koskela et al. 2020, Google
 ``dp_accounting``): for a dominating pair (P, Q) the privacy loss is L = ln(P(Y)/Q(Y)), Y ~ P, and
 δ(ε) = E[(1 - e^{ε - L})_+] plus the mass at L = ∞. Composition convolves loss distributions on a
 grid. Every PLD here is built with ``pessimistic_estimate=True``: losses are rounded *up* to the

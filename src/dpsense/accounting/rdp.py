@@ -1,7 +1,7 @@
 """Renyi DP (Mironov 2017): curves of common mechanisms, composition, conversion to (ε, δ).
 
 A mechanism is (α, ε(α))-RDP when the Renyi divergence of order α between its output
-distributions on neighbouring inputs is at most ε(α). Formulas (docs/math.md section 10):
+distributions on neighbouring inputs is at most ε(α). Formulas (docs/math/composition.md):
 
 * Gaussian, L2 sensitivity Δ, standard deviation σ: ε(α) = αΔ²/(2σ²).
 * Laplace, scale b, L1 sensitivity Δ, t = Δ/b (Mironov 2017, Prop 6):
@@ -114,7 +114,7 @@ def randomized_response_rdp(alpha: NumberLike, *, p: NumberLike) -> float:
 def pure_dp_rdp(alpha: NumberLike, *, epsilon: NumberLike) -> float:
     """The tight RDP curve implied by pure ε-DP (attained by randomized response).
 
-    ε̂(α) = (1/(α-1)) ln(e^{αε}/(e^ε+1) + e^ε e^{-αε}/(e^ε+1)) (docs/math.md section 10;
+    ε̂(α) = (1/(α-1)) ln(e^{αε}/(e^ε+1) + e^ε e^{-αε}/(e^ε+1)) (docs/math/composition.md;
     Steinke 2024), evaluated as (logaddexp((α-1)ε, -αε) - ln(1+e^{-ε}))/(α-1). It is at most
     min(ε, αε²/2).
 

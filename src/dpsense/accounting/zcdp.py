@@ -1,6 +1,6 @@
 """zCDP to (ε, δ)-DP: the tight conversion of Canonne-Kamath-Steinke 2020.
 
-Theorem used (docs/math.md section 10; CKS 2020, the conversion implemented by their reference
+Theorem used (docs/math/composition.md; CKS 2020, the conversion implemented by their reference
 ``cdp2adp.py``): a ρ-zCDP mechanism is (ε, δ(ε))-DP with
 
     δ(ε) = inf_{α > 1} exp((α - 1)(αρ - ε)) · (1 - 1/α)^α / (α - 1).

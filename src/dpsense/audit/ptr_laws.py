@@ -223,7 +223,7 @@ def naive_removal_count(y: Sequence[float], bound: float) -> int:
     return sum(1 for i in range(len(y)) if abs(f - _lower_median([*y[:i], *y[i + 1 :]])) > bound)
 
 
-#: docs/math.md section 5.5 (ii): one change moves the naive count from 0 to 3 (b = 1).
+#: docs/math/ptr.md §5.5 (ii): one change moves the naive count from 0 to 3 (b = 1).
 NAIVE_X = (0.0, 0.0, 0.0, 2.0, 2.0)
 NAIVE_Y = (0.0, 0.0, 2.0, 2.0, 2.0)
 

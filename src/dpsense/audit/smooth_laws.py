@@ -339,7 +339,7 @@ def triangle_statistic(num_vertices: int) -> SmoothStatistic:
 # The adversarial neighbouring pairs (replace one record / one point / one edge).
 
 MEDIAN_BOUNDS = (0.0, 100.0)
-#: The seed notes' pair (docs/math.md section 2.2): both medians are 0, LS(x) = 0 but LS(x') = 100. S*(x) =
+#: The seed notes' pair (docs/math/local-sensitivity.md §2.2): both medians are 0, LS(x) = 0 but LS(x') = 100. S*(x) =
 #: 100 e^-β (one change away the median is unstable) and S*(x') = 100: a pure dilation by the full
 #: e^β. Noise calibrated to LS releases exactly 0 on x (control 1). Exact Cauchy loss 0.50.
 SEED_X = (0.0, 0.0, 0.0, 0.0, 0.0, 100.0, 100.0)
@@ -392,7 +392,7 @@ POINTS_A_COLLAPSED: Points = (*POINTS_A[:19], POINTS_A[15])
 
 CLUSTER_BOX = (0.0, 10.0)
 #: Dataset B of the seed notes: 19 points within 0.02 of the origin, three of them coincident at the
-#: origin (so f = 0, docs/math.md section 6.7), plus an outlier at (10, 10).
+#: origin (so f = 0, docs/math/closest-pair.md §6.7), plus an outlier at (10, 10).
 POINTS_B: Points = (
     (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0158, 0.0077), (0.0047, 0.0054), (0.0046, 0.0047),
     (0.0024, 0.0191), (0.0172, 0.0056), (0.0101, 0.0031), (0.0091, 0.0141), (0.0147, 0.0023),
@@ -404,7 +404,7 @@ POINTS_B: Points = (
 #: smallest distance to a third-nearest neighbour) drops from 0.0044 to 0.0023 and S falls by exactly
 #: e^-β (a pure dilation, exact Cauchy loss 0.50). Moving the outlier anywhere outside the cluster
 #: changes nothing: S(B) = 0.0026 is set by the cluster's k = 1 term, not by the outlier (whose term
-#: is e^-17β G = 0.0007), so B's smooth bound is 50 times smaller than A's (docs/math.md section 6.7).
+#: is e^-17β G = 0.0007), so B's smooth bound is 50 times smaller than A's (docs/math/closest-pair.md §6.7).
 POINTS_B_MERGED: Points = (*POINTS_B[:19], (0.005, 0.005))
 
 TRIANGLE_VERTICES = 6
@@ -443,7 +443,7 @@ def end_to_end_pair(stat: SmoothStatistic, x: Any, y: Any, noise: Noise) -> Samp
 
 
 def control_local_sensitivity(stat: SmoothStatistic, x: Any, y: Any, noise: Noise) -> Sampler:
-    """Control 1: ``release_with_smooth_bound`` handed LS(x) instead of a smooth bound (docs/math.md section 2)."""
+    """Control 1: ``release_with_smooth_bound`` handed LS(x) instead of a smooth bound (docs/math/local-sensitivity.md)."""
     return pair_sampler(lambda d, n: stat.law(d, noise, bound=stat.local(d)).sample(n), x, y)
 
 
@@ -464,7 +464,7 @@ def control_truncated_loop(stat: SmoothStatistic, x: Any, y: Any, noise: Noise, 
 
 
 def control_wrong_beta(stat: SmoothStatistic, x: Any, y: Any, noise: Noise, *, beta: float) -> Sampler:
-    """Control 3: S computed by the product with ``beta`` larger than the plan's (docs/math.md section 3.3).
+    """Control 3: S computed by the product with ``beta`` larger than the plan's (docs/math/smooth-sensitivity.md §3.3).
 
     The mismatch is pitfall 2 there.
     """

@@ -12,10 +12,10 @@ on a release path.
 neighbour-rank bound W), ``smooth_triangle_count``, with every noise family of
 ``dpsense.mechanisms.smooth_noise`` (Cauchy, Student's t, polynomial tails: pure ε; Laplace,
 Gaussian: (ε, δ); LLN, ULN: ρ-zCDP, audited at the (ε, δ) of ``zcdp_to_approx_tight``), and
-``ptr_order_statistic``, ``ptr_trimmed_mean``, ``ptr_min_distance`` (PTR, docs/math.md section 5), and
+``ptr_order_statistic``, ``ptr_trimmed_mean``, ``ptr_min_distance`` (PTR, docs/math/ptr.md), and
 ``inverse_sensitivity_median`` (its output law depends on the data through path lengths).
 
-**What makes a pair hard** (docs/math.md section 3.3). A smooth release is f(x) + (S(x)/s) Z with S a
+**What makes a pair hard** (docs/math/smooth-sensitivity.md §3.3). A smooth release is f(x) + (S(x)/s) Z with S a
 β-smooth upper bound on the local sensitivity. Between neighbours the two output laws differ by a
 shift |f(x) - f(x')| <= LS(x) <= S(x) and a dilation S(x)/S(x') in [e^-β, e^β]. The pairs below were
 found by exhaustive search over small datasets (order statistics and trimmed means: n = 7 on the
@@ -41,7 +41,7 @@ release noise come from the Laplace mechanism's own plan and exact sampler, the 
 public details of one ``propose_test_release`` call). Scenarios named ``(end to end)`` instead call
 the public function once per output; they are marked ``slow``.
 
-**Controls** (each must be flagged; docs/math.md sections 3.4, 5.5, 2, 3.2, 3.3):
+**Controls** (each must be flagged; docs/math/index.md sections 3.4, 5.5, 2, 3.2, 3.3):
 
 1. noise calibrated to the local sensitivity (on the seed median pair LS(x) = 0, so the output is
    exactly f(x));

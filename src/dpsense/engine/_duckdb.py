@@ -520,7 +520,7 @@ class DuckDBEngine(DuckDBStewardSteps):
     def order_statistics_window(
         self, view: BoundedView, *, column: str, low: float, high: float, rank: int, width: int
     ) -> OrderStatisticsWindow:
-        """Clipped order statistics x_(rank-width) .. x_(rank+width), padded with low / high (docs/math.md section 4).
+        """Clipped order statistics x_(rank-width) .. x_(rank+width), padded with low / high (docs/math/order-statistics.md).
 
         Missing values (NULL, NaN) are left out. The count is never returned.
         """

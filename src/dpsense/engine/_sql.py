@@ -119,7 +119,7 @@ def fixed_point_sum(
 
     Per row ``q = round(clip(x) * 2**-e)``, then clamped to ``[q_low, q_high]``: multiplying a double by
     a power of two is exact and ROUND rounds half away from zero, so ``q`` equals the exact
-    ``round_half_away(clip(x) / 2**e)`` (docs/math.md section 1). When both bounds are grid points
+    ``round_half_away(clip(x) / 2**e)`` (docs/math/global-sensitivity.md). When both bounds are grid points
     (the usual case) the clamp to ``[q_low, q_high]`` is a no-op and left out. Missing values add
     nothing: a NULL stays NULL through the CASE (which the SUM skips) and NaN rows are filtered out
     (only float columns hold NaN). The clip is a CASE rather than GREATEST/LEAST, which skip NULLs and

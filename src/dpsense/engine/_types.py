@@ -254,7 +254,7 @@ class ClippedSum:
 
     Each clipped value ``x`` becomes the integer ``q = clamp(round_half_away(x / 2**e), q_low, q_high)``
     with ``q_low = ceil(low / 2**e)`` and ``q_high = floor(high / 2**e)``; the engine sums the ``q`` as
-    integers, so the result is exact (docs/math.md section 1, pitfall 1). Every rounded value lies in
+    integers, so the result is exact (docs/math/global-sensitivity.md, pitfall 1). Every rounded value lies in
     ``[grid_low, grid_high]`` within ``[low, high]``: use those for the sensitivity.
     """
 

@@ -9,7 +9,7 @@ Lifecycle (``_states``): ``reserve`` -> run the release -> ``commit`` (store the
 reservation that never committed, never charging twice. A ``cache_key`` (snapshot fingerprint +
 canonical query + bounds + mechanism version, built by the caller) returns the stored release at no
 new cost. A ``PartitionSpec`` on ``reserve`` declares a release on one part of a public partition of
-the privacy units; such charges compose in parallel (``_partitions``, docs/math.md section 10).
+the privacy units; such charges compose in parallel (``_partitions``, docs/math/composition.md).
 The caller stores only released (noised) values; the ledger never sees unnoised ones.
 """
 

@@ -1,4 +1,4 @@
-"""Parallel composition over declared, public partitions (docs/math.md section 10; McSherry 2009, PINQ).
+"""Parallel composition over declared, public partitions (docs/math/composition.md; McSherry 2009, PINQ).
 
 A charge may declare that its release reads only one part of a partition of the privacy units made
 by a fixed, public, data-independent rule on the record (``PartitionSpec``). All charges of a dataset

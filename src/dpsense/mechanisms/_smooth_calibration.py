@@ -1,7 +1,7 @@
 """Exact constants of the smooth-sensitivity noise calibrations (used by ``smooth_noise``).
 
 Decimal helpers that round in the safe direction (s and t down, delta bounds up) and the per-family
-calibrations of docs/math.md section 3.3 (pure ε, (ε, δ), zCDP); see ``smooth_noise`` for the table.
+calibrations of docs/math/smooth-sensitivity.md §3.3 (pure ε, (ε, δ), zCDP); see ``smooth_noise`` for the table.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _pure(
     family: str, eps: Fraction, params: dict[str, Fraction]
 ) -> tuple[Fraction, Fraction, dict[str, Fraction], str]:
     """(s, t, constants, theorem) for the pure-DP families, with s L_h + t D_h <= eps exactly."""
-    rule = "ε-DP: sufficient condition ε ≥ s·L_h + t·D_h (NRS07 Lemmas 2.6/2.7 sliding+dilation; docs/math.md 3.3)"
+    rule = "ε-DP: sufficient condition ε ≥ s·L_h + t·D_h (NRS07 Lemmas 2.6/2.7 sliding+dilation; docs/math/index.md 3.3)"
     if family == "cauchy":
         return eps / 2, eps / 2, {"L_h": Fraction(1), "D_h": Fraction(1)}, rule + ", Cauchy L_h = D_h = 1, s = t = ε/2"
     if family == "polynomial":
@@ -88,7 +88,7 @@ def _pure(
 
 
 def laplace_delta_bound(epsilon_shift: Fraction, epsilon_dilation: Fraction, beta: Fraction) -> Fraction:
-    """An upper bound on e^{ε_s} exp(-(ε_d + β)/(e^β - 1)), the δ of Laplace noise (docs/math.md section 3.3).
+    """An upper bound on e^{ε_s} exp(-(ε_d + β)/(e^β - 1)), the δ of Laplace noise (docs/math/smooth-sensitivity.md §3.3).
 
     Derivation: the dilation term -λ + (e^λ - 1)|v| exceeds ε_d only when |v| > (ε_d + β)/(e^β - 1)
     (worst λ = β); |v| = |u + Δ| with |Δ| <= s = ε_s, so that event has probability at most
@@ -140,7 +140,7 @@ def _approx(
             )
         theorem = (
             "(ε, δ)-DP: NRS07 Lemma 2.9 (Laplace admissible), s = ε/2, β = ε/(2 ln(2/δ)), with the exact "
-            "sufficient condition δ ≥ e^{ε/2}·exp(-(ε/2+β)/(e^β-1)) checked (docs/math.md section 3.3)"
+            "sufficient condition δ ≥ e^{ε/2}·exp(-(ε/2+β)/(e^β-1)) checked (docs/math/smooth-sensitivity.md §3.3)"
         )
         return s, beta, {"delta_bound": bound}, theorem
     s = _down(_CTX.divide(_dec(eps), 5 * _CTX.sqrt(2 * log_term)))
@@ -180,7 +180,7 @@ def _zcdp(
         sig = ULN_SIGMA if sigma is None else sigma
         if sig < ULN_SIGMA:
             raise UnsupportedRequest(
-                "the uniform log-normal theorem is used only with σ ≥ √2 (BS19 section 3.1; docs/math.md section 3.3)",
+                "the uniform log-normal theorem is used only with σ ≥ √2 (BS19 section 3.1; docs/math/smooth-sensitivity.md §3.3)",
                 float(sig),
                 "omit sigma (σ = √2) or pass sigma >= 1.4142135623730951",
             )

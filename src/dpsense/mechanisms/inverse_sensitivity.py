@@ -1,7 +1,7 @@
 """The inverse-sensitivity mechanism for order statistics (Asi-Duchi, NeurIPS 2020), sampled exactly.
 
-A baseline to compare with the smooth-sensitivity median (docs/math.md section 4) and the
-exponential-mechanism quantile (``dpsense.mechanisms.quantile``, docs/math.md section 8).
+A baseline to compare with the smooth-sensitivity median (docs/math/order-statistics.md) and the
+exponential-mechanism quantile (``dpsense.mechanisms.quantile``, docs/math/exponential-mechanism.md).
 
 **Inverse sensitivity.** For a statistic f and a candidate output t, the path length
 ``len_f(x; t) = min{d(x, x') : f(x') = t}`` is the number of records that must change for f to

@@ -8,7 +8,7 @@ whole vector of reports is also ε-DP in the central sense under replace adjacen
 estimate below is post-processing (Dwork-Roth Prop. 2.1) at no further cost. One report costs a user
 ε; repeated reports about the same value compose (memoize a permanent report, RAPPOR-style).
 
-Theorems and constants (docs/math.md section 11):
+Theorems and constants (docs/math/local-dp.md):
 
 * Randomized response (Warner 1965; Dwork-Roth section 3.2): report the true bit with probability
   ``e^ε/(e^ε+1)``. k-ary randomized response (GRR; Wang-Blocki-Li-Jha, USENIX Security 2017): report
@@ -296,7 +296,7 @@ def optimized_unary_encoding(values: ArrayLike, *, k: int, epsilon: NumberLike) 
 def recommend_frequency_oracle(*, k: int, epsilon: NumberLike) -> Literal["grr", "oue"]:
     """Choose GRR or OUE for a k-category frequency estimate at per-user ε (public inputs only).
 
-    Rule (Wang et al. 2017; docs/math.md section 11): GRR when k < 3e^ε + 2, else OUE. It compares
+    Rule (Wang et al. 2017; docs/math/local-dp.md): GRR when k < 3e^ε + 2, else OUE. It compares
     the variance floors n·e^-ε(1+(k-2)e^-ε)/(1-e^-ε)^2 (GRR) and n·4e^-ε/(1-e^-ε)^2 (OUE), which are
     the exact variances for a category no user holds; GRR's is smaller iff (k-2)e^-ε < 3.
     """

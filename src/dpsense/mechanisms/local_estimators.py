@@ -1,7 +1,7 @@
 """Unbiased estimators for local-DP reports (randomized response, k-ary RR, unary encoding), with variances.
 
 Post-processing of the reports of ``dpsense.mechanisms.local`` (free: Dwork-Roth Prop. 2.1); the
-formulas and their derivations are in that module's docstring and in docs/math.md section 11.
+formulas and their derivations are in that module's docstring and in docs/math/local-dp.md.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def rr_proportion_variance(*, n: int, epsilon: NumberLike, population_proportion
 
     With ``population_proportion=None``: e^ε/(n(e^ε-1)^2), exact, the variance around the
     proportion among the n users themselves (each report has variance e^ε/(e^ε+1)^2 whatever the
-    bit). With ``population_proportion=π``: π(1-π)/n + e^ε/(n(e^ε-1)^2) (docs/math.md section 11),
+    bit). With ``population_proportion=π``: π(1-π)/n + e^ε/(n(e^ε-1)^2) (docs/math/local-dp.md),
     the variance around π when the users' bits are i.i.d. Bernoulli(π).
     """
     n = _check_n(n)
@@ -95,7 +95,7 @@ def rr_proportion_variance(*, n: int, epsilon: NumberLike, population_proportion
 def grr_count_variance(*, n: int, k: int, epsilon: NumberLike, count: ArrayLike) -> F64:
     """Exact Var(ĉ_v) of the GRR count estimate for a category with true count c_v (inputs fixed).
 
-    Var(ĉ_v) = n·q(1-q)/(p-q)^2 + c_v(1-p-q)/(p-q) (docs/math.md section 11), evaluated as
+    Var(ĉ_v) = n·q(1-q)/(p-q)^2 + c_v(1-p-q)/(p-q) (docs/math/local-dp.md), evaluated as
     n·t(1+(k-2)t)/(1-t)^2 + c_v(k-2)t/(1-t) with t = e^-ε (the same expression, overflow-free).
     """
     n, k = _check_n(n), _check_k(k)
@@ -110,7 +110,7 @@ def oue_count_variance(*, n: int, epsilon: NumberLike, count: ArrayLike) -> F64:
     Var(ĉ_v) = n·4e^ε/(e^ε-1)^2 + c_v. Derivation: N_v is a sum of c_v Bernoulli(1/2) and n-c_v
     Bernoulli(q') bits, q' = 1/(e^ε+1); dividing [c_v/4 + (n-c_v)q'(1-q')] by (1/2-q')^2 and using
     1/4 - q'(1-q') = (1/2-q')^2 and q'(1-q')/(1/2-q')^2 = 4e^ε/(e^ε-1)^2 gives the formula.
-    The usual "≈ n·4e^ε/(e^ε-1)^2" (docs/math.md section 11) is the c_v = 0 term.
+    The usual "≈ n·4e^ε/(e^ε-1)^2" (docs/math/local-dp.md) is the c_v = 0 term.
     """
     n = _check_n(n)
     t, d = _exp_terms(check_epsilon(epsilon))
@@ -121,7 +121,7 @@ def oue_count_variance(*, n: int, epsilon: NumberLike, count: ArrayLike) -> F64:
 def estimate_proportion_rr(reports: ArrayLike, *, epsilon: NumberLike) -> Estimate[float]:
     """Unbiased estimate of the proportion of 1s from randomized-response reports.
 
-    π̂ = ((e^ε+1)ȳ - 1)/(e^ε - 1) (docs/math.md section 11): E[ȳ] = 1/(e^ε+1) + π(e^ε-1)/(e^ε+1).
+    π̂ = ((e^ε+1)ȳ - 1)/(e^ε - 1) (docs/math/local-dp.md): E[ȳ] = 1/(e^ε+1) + π(e^ε-1)/(e^ε+1).
     ``variance`` is ``rr_proportion_variance(n, ε)``, exact and public; ``population_variance``
     adds π(1-π)/n at the plug-in π̂ clipped to [0, 1].
     """
@@ -144,7 +144,7 @@ def estimate_proportion_rr(reports: ArrayLike, *, epsilon: NumberLike) -> Estima
 def estimate_counts_grr(reports: ArrayLike, *, k: int, epsilon: NumberLike) -> Estimate[F64]:
     """Unbiased per-category counts from k-ary randomized-response reports.
 
-    ĉ_v = (N_v - n·q)/(p - q) with N_v the number of reports equal to v (docs/math.md section 11);
+    ĉ_v = (N_v - n·q)/(p - q) with N_v the number of reports equal to v (docs/math/local-dp.md);
     the k estimates sum to n exactly. ``variance`` is ``grr_count_variance`` at the plug-in ĉ_v
     clipped to [0, n]; the estimates themselves are left unclipped (clipping would bias them).
     """

@@ -1,4 +1,4 @@
-"""Propose-Test-Release (PTR): a privately tested, data-independent noise scale (docs/math.md section 5).
+"""Propose-Test-Release (PTR): a privately tested, data-independent noise scale (docs/math/ptr.md).
 
 **Mechanism** (Dwork-Lei, STOC 2009; Dwork-Roth 2014 section 7.1; Vadhan 2017 section 3). The analyst
 proposes a PUBLIC bound b > 0 on the local sensitivity of f (chosen without looking at the data).
@@ -9,7 +9,7 @@ With gamma a distance to instability for b (contract below) and tau = ln(1/(2 de
     return f(x) + Lap(b / epsilon_2)             # dpsense.mechanisms.laplace, sensitivity b
 
 **Guarantee.** (epsilon_1 + epsilon_2, delta)-DP for one privacy unit under the adjacency for which
-``distance`` satisfies the contract. Proof (docs/math.md section 5): for adjacent x, x', if gamma(x) >= 1 or
+``distance`` satisfies the contract. Proof (docs/math/ptr.md): for adjacent x, x', if gamma(x) >= 1 or
 gamma(x') >= 1 then LS(x) <= b or LS(x') <= b, so |f(x) - f(x')| <= b; the test is epsilon_1-DP
 (gamma is 1-Lipschitz) and the release epsilon_2-DP, so the pair satisfies pure
 (epsilon_1 + epsilon_2)-DP. Otherwise gamma(x) = gamma(x') = 0: both datasets are refused with the
@@ -33,7 +33,7 @@ arithmetic exact and bounds the work of a scan. For a privacy unit owning C reco
 count unit changes (``dpsense.sensitivity.smooth.PersonLevel``).
 
 **What is NOT offered, on purpose.** The textbook shortcut "count the records whose removal moves f by
-more than b, add Lap(1/epsilon), pass if the count is <= 0.5" is not DP (docs/math.md section 5.5): that count
+more than b, add Lap(1/epsilon), pass if the count is <= 0.5" is not DP (docs/math/ptr.md §5.5): that count
 is not 1-Lipschitz, removal-only counting misses additions and replacements, and a threshold of 0.5
 passes unstable data with constant probability. There is no option for it; the tests implement it
 and show its failure.
@@ -175,7 +175,7 @@ def check_plan_parameters(
 def ptr_distance_cap(epsilon_test: NumberLike, delta: NumberLike) -> int:
     """The public cap c = ceil(tau + 20 / epsilon_1) for PTR distances, tau the test's exact threshold.
 
-    Capping a valid distance at c >= 1 keeps it valid (docs/math.md section 5) and bounds the work of a scan
+    Capping a valid distance at c >= 1 keeps it valid (docs/math/ptr.md) and bounds the work of a scan
     to c steps; a dataset at distance >= c is refused with probability at most e^-20 / 2.
 
     Raises:
@@ -370,7 +370,7 @@ def ptr_with_family(
 
     Guarantee: as ``propose_test_release``: (epsilon_1 + epsilon_2, delta)-DP under the adjacency for
     which ``family`` is a monotone family (U_0 >= LS and U_k(x) <= U_{k+1}(x') for adjacent x, x';
-    docs/math.md sections 3.2 and 5). Such a gamma_L is 1-Lipschitz, >= 0, and >= 1 only if U_0(x) <= b, hence
+    docs/math/index.md sections 3.2 and 5). Such a gamma_L is 1-Lipschitz, >= 0, and >= 1 only if U_0(x) <= b, hence
     LS(x) <= b. The scan costs at most ``ptr_distance_cap(epsilon_test, delta)`` evaluations of U_k.
 
     Args:

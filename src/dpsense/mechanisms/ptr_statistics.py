@@ -1,10 +1,10 @@
 """Propose-Test-Release for order statistics, the trimmed mean, the minimum distance and triangle counts.
 
-The statistics of docs/math.md sections 4-7. Each function builds the statistic's monotone family
+The statistics of docs/math/index.md sections 4-7. Each function builds the statistic's monotone family
 (the same one its smooth sensitivity uses) and runs ``ptr_with_family``:
 gamma_L(x) = min{k : min(G, U_k(x)) > b} is 1-Lipschitz and gamma_L >= 1 implies LS(x) <= b, so the
 test is epsilon_test-DP and the whole is (epsilon_test + epsilon_release,
-delta)-DP (Dwork-Lei 2009; docs/math.md section 5). The proposed bound b is an argument: public,
+delta)-DP (Dwork-Lei 2009; docs/math/ptr.md). The proposed bound b is an argument: public,
 stated by the analyst, never computed from the data. A failed test returns a ``Refusal`` that is
 charged like an answer and carries no data-dependent number.
 
@@ -135,7 +135,7 @@ def ptr_triangle_count(
     delta: NumberLike,
     count_bound: float | None = None,
 ) -> MechanismResult | Refusal:
-    """PTR for the triangle count under edge adjacency (the family of docs/math.md section 7).
+    """PTR for the triangle count under edge adjacency (the family of docs/math/triangles.md).
 
     Refuses any privacy unit other than an edge. The release is clamped to [0, count_bound] (public;
     default C(n, 3)).

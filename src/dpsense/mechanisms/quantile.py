@@ -12,7 +12,7 @@ released value is the chosen cell's midpoint, a function of the cell alone (post
 
 **Guarantee.** epsilon-DP for one record under add/remove and under replace adjacency (DR Thm 3.10
 with Delta u = 1): replacing one record moves every r(c) by at most 1 with n fixed; adding or
-removing one moves r(c) by 0 or 1 and q n by q, so |Delta u| <= max(q, 1 - q) <= 1 (docs/math.md
+removing one moves r(c) by 0 or 1 and q n by q, so |Delta u| <= max(q, 1 - q) <= 1 (docs/math/index.md
 section 8). The candidate cells depend only on (L, U, K). A privacy unit owning up to C records moves
 every r(c) by up to C: the guarantee is then C epsilon-DP (group privacy). ``em_quantiles`` runs one
 such mechanism per requested quantile with epsilon / k each: epsilon-DP in total by basic composition

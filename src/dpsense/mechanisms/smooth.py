@@ -10,7 +10,7 @@ Bun-Steinke 2019 section 3), under the adjacency the smooth bound is computed fo
 * order statistics and trimmed means: replace one record with n public, or add/remove one record
   with a declared ``public_n`` (the data are resized to public_n; one added or removed record is then
   at most one replacement, ``dpsense.sensitivity.order_statistics.resize_to_public_n``);
-* the minimum pairwise distance: replace or add/remove one point (docs/math.md section 6);
+* the minimum pairwise distance: replace or add/remove one point (docs/math/closest-pair.md);
 * triangle counts: one edge (edge-level privacy only).
 
 With ``max_records_per_unit=C`` the bound is the unit-level family U'_k (``PersonLevel``).
@@ -247,7 +247,7 @@ def smooth_min_distance(
 
     The cap G is the public global sensitivity of ``closest_pair_global_sensitivity`` for the box,
     the adjacency and n (public under replace); the monotone family is the exact 1-D deletion value
-    in one dimension and the neighbour-rank bound W otherwise (docs/math.md section 6).
+    in one dimension and the neighbour-rank bound W otherwise (docs/math/closest-pair.md).
     """
     adj = Adjacency.parse(adjacency)
     plan = _plan(noise, epsilon, delta, rho, noise_options)

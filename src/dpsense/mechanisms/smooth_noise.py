@@ -1,6 +1,6 @@
 """Admissible noise for smooth-sensitivity releases: exact calibrations and the clamped, gridded release.
 
-Mechanism (NRS07 section 2; Bun-Steinke 2019 section 3; docs/math.md section 3.3)::
+Mechanism (NRS07 section 2; Bun-Steinke 2019 section 3; docs/math/smooth-sensitivity.md §3.3)::
 
     M(x) = f(x) + (S(x)/s) * Z,   Z ~ h,   S a beta-smooth upper bound on LS_f (beta = t).
 
@@ -23,7 +23,7 @@ uln         rho-zCDP         eps_c = sqrt(2 rho), sigma = sqrt 2, t = tau eps_c,
                              s = (eps_c - t/sigma) sigma sqrt(pi/2) e^{-3 sigma^2/2}
 =========== ================ =============================================================================
 
-Why the pure-DP splits hold (docs/math.md section 3.3, re-derived): with u = s(y - f(x))/S(x),
+Why the pure-DP splits hold (docs/math/smooth-sensitivity.md §3.3, re-derived): with u = s(y - f(x))/S(x),
 log p_x(y) - log p_x'(y) = [log h(u) - log h(u + Delta)] + [log h(v) - lambda - log h(e^lambda v)],
 and the brackets are at most s L_h and t D_h by the mean-value theorem, with
 L_h = sup|(log h)'| and D_h = sup|1 + z (log h)'(z)|. So epsilon >= s L_h + t D_h suffices
@@ -32,11 +32,11 @@ L_h = sup|(log h)'| and D_h = sup|1 + z (log h)'(z)|. So epsilon >= s L_h + t D_
 (d+1) s/(2 sqrt d), which our split does *not* satisfy for d >= 1 -- it is valid by the sufficient
 condition above (and checked numerically in the tests), not by Thm 31.
 
-Laplace (NRS07 Lemma 2.9) is checked against the exact sufficient condition derived in docs/math.md
+Laplace (NRS07 Lemma 2.9) is checked against the exact sufficient condition derived in docs/math/index.md
 section 3.3 and refused when it fails (e.g. epsilon = 3). Gaussian constants are NRS07 Lemma 2.10 as usually
 cited, verified numerically (exact hockey-stick delta over the shift/dilation box; d = 1, 2, 5, 20).
 LLN and ULN are BS19 section 3.1 (output (eps_c^2/2)-zCDP = rho-zCDP; the sigma root is BS19 3.1.1).
-The ULN theorem is recalled as requiring sigma >= sqrt 2 (not re-checked against the paper; docs/math.md
+The ULN theorem is recalled as requiring sigma >= sqrt 2 (not re-checked against the paper; docs/math/index.md
 section 3.3): we use sigma = sqrt 2 (the float just above it) and refuse smaller sigma; the Renyi
 divergence is checked numerically in the tests. Pure-DP families also answer a rho budget: epsilon-DP implies
 (epsilon^2/2)-zCDP (BS16 Prop 1.4), so they run at epsilon = sqrt(2 rho).
@@ -44,7 +44,7 @@ divergence is checked numerically in the tests. Pure-DP families also answer a r
 Every irrational constant is rounded in the safe direction (s and t down, the Laplace delta bound up)
 to 20 significant digits, so each stated condition holds exactly for the rational constants stored.
 The smoothing parameter tau for LLN/ULN is a public design choice (defaults below); it must never be
-tuned on the private data (docs/math.md section 3.3, pitfall 1) -- tune on public or synthetic data.
+tuned on the private data (docs/math/smooth-sensitivity.md §3.3, pitfall 1) -- tune on public or synthetic data.
 
 The release (``release_with_smooth_bound``) rounds to a coarse public grid (at least
 max(|lo|, |hi|) 2**-20), breaking exact ties with a fresh fair bit, and clamps to a public range:

@@ -5,7 +5,7 @@ exponential-mechanism quantile (``dpsense.mechanisms.quantile``). Inputs: base m
 (float64, taken as the exact dyadic rationals they are), integer exponents ``e_i >= 0`` (int64) and a
 rate ``a >= 0`` (an exact ``Fraction``). The index ``i`` is returned with probability *exactly*
 ``w_i / sum_j w_j``, ``w_i = m_i exp(-a e_i)``: no floating-point approximation reaches the output
-distribution (docs/math.md section 9; Ilvento, CCS 2020, shows why float EM samplers are unsafe).
+distribution (docs/math/floating-point.md; Ilvento, CCS 2020, shows why float EM samplers are unsafe).
 
 How (inversion of one uniform real ``u`` in [0, 1), decided exactly):
 

@@ -13,7 +13,7 @@ Every sampler here reads its randomness only from ``dpsense.noise.entropy`` and 
   exp(-|k| / 2**48) (``dpsense.noise.exact``, CKS 2020 Alg. 2), divided by 2**48, i.e. Laplace(1)
   discretised on the grid 2**-48 (K * 2**-48 is exact in float64 while |K| < 2**53, i.e. |Z| < 32;
   beyond, probability 1e-14, it is correctly rounded). No logarithm of a uniform is taken: the
-  textbook inverse-CDF Laplace is the object of Mironov's attack (docs/math.md section 9).
+  textbook inverse-CDF Laplace is the object of Mironov's attack (docs/math/floating-point.md).
 * ``standard_cauchy``: |C| = tan(pi V / 4) with probability 1/2 and 1 / tan(pi V / 4) otherwise,
   V uniform on (0, 1), plus a random sign. Valid because P(|C| <= 1) = 1/2, |C| given |C| <= 1 is
   tan of a uniform angle on (0, pi/4), and 1/|C| has the law of |C|. Both branches evaluate tan on
@@ -34,7 +34,7 @@ Ranges (public, enforced): gamma in [1.1, 16] and dof in [1/4, 10**6] keep the i
 beta inside the normal double range for every U >= 2**-53 (no underflow to 0 or overflow to inf).
 
 **Floating point.** Continuous noise whose scale is data-dependent has no standard exact sampler
-(docs/math.md section 3.3, pitfall 4; Mironov CCS 2012 for the Laplace case): the doubles these
+(docs/math/smooth-sensitivity.md §3.3, pitfall 4; Mironov CCS 2012 for the Laplace case): the doubles these
 samplers can produce, once multiplied by S(x)/s and added to f(x), form a data-dependent set.
 Mitigation, used by ``dpsense.mechanisms.smooth_noise`` and ``dpsense.mechanisms.smooth``: the
 release is rounded to a coarse PUBLIC grid g (chosen without looking at the data or at S(x)) and

@@ -11,7 +11,7 @@ are exactly the stated ones, with no floating-point approximation:
 * ``discrete_gaussian``: P(y) proportional to exp(-y^2 / (2 sigma2)) (CKS20 Algorithm 3).
 
 Every loop runs on arrays with an active-lane mask: each pass draws fresh uniforms for the lanes
-still running and retires the ones that finished (docs/math.md section 9). The number of passes
+still running and retires the ones that finished (docs/math/floating-point.md). The number of passes
 depends on the noise drawn, so single releases take their noise from ``dpsense.noise.pool``, which
 fills these arrays ahead of the release.
 """

@@ -17,7 +17,7 @@ from dpsense.core.errors import UsageError
 
 
 class Family(str, Enum):
-    """How a mechanism calibrates its noise (docs/math.md names a page per family)."""
+    """How a mechanism calibrates its noise (docs/math/index.md names a page per family)."""
 
     #: Additive noise scaled to a global sensitivity the planner computes (Laplace, Gaussian, geometric).
     GLOBAL = "global"
@@ -53,6 +53,8 @@ class RecordCost(str, Enum):
 
 _INVERSE = "inverse sensitivity mechanism, Asi-Duchi 2020"
 _SMOOTH = "smooth sensitivity with Cauchy noise, Nissim-Raskhodnikova-Smith 2007"
+#: The theorem text is part of every serialised plan and cache key: it keeps the citation it was first
+#: written with ("docs/math.md section 5", now docs/math/ptr.md) so that stored plans stay byte-identical.
 _PTR = "Propose-Test-Release with a distance-to-instability test, Dwork-Lei 2009 (docs/math.md section 5)"
 
 

@@ -186,7 +186,7 @@ def squares_sensitivity(
     Add/remove: one unit adds or removes at most C terms, each in [0, h^2]: C h^2 in every norm (all
     its rows may sit in one group). Replace, ungrouped: the unit's at most C terms are removed and at
     most C others added; both partial sums lie in [0, C h^2] and the terms are non-negative, so the
-    sum moves by at most C h^2. Replace, grouped (docs/math.md section 1.4, "Grouped releases under
+    sum moves by at most C h^2. Replace, grouped (docs/math/global-sensitivity.md §1.4, "Grouped releases under
     replace"): the replaced unit's terms can leave group a (its sum falls by up to C h^2) while the
     replacement's enter group b (its sum rises by up to C h^2): the per-group vector moves in two
     coordinates, L1 2 C h^2 and L2 sqrt(2) C h^2. (Splitting the rows over more groups only lowers the
@@ -222,7 +222,7 @@ def unit_record_cost(
     * replace, ungrouped or in one group: C removals and C additions in the same group are at most C
       changes for ``ORDER`` (replacements) and 2C resized replacements, i.e. C calls of k = 2 for
       ``SMOOTH``; ``ONE_CHANGE`` pays 2C;
-    * replace, grouped (docs/math.md section 1.4): the replaced unit's rows can leave groups a_1..a_G
+    * replace, grouped (docs/math/global-sensitivity.md §1.4): the replaced unit's rows can leave groups a_1..a_G
       while its replacement's rows enter other groups b_1..b_G, so removals and additions no longer
       pair up: ``ORDER`` and ``ONE_CHANGE`` pay r + a <= 2C; ``SMOOTH`` pays
       sum_g ceil(r_g / 2) + sum_g ceil(a_g / 2) <= 2 R(C, G), where R(C, G) = (C + o) / 2 is the

@@ -7,7 +7,7 @@ exact square and rounds up on conversion.
 
 * ``bounds``: public declarations (``Bounds``, ``ContributionBound``, ``window_max_rows``).
 * ``global_``: count, distinct-unit count, sum, centered sum, public-n mean and histogram
-  sensitivities (docs/math.md section 1).
+  sensitivities (docs/math/global-sensitivity.md).
 * ``mean``: the private-n mean as a noisy centered sum plus a noisy count, then post-processing.
 * ``contribution``: clipping, random per-unit row bounding and exact summation on arrays.
 

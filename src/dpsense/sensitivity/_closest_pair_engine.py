@@ -1,7 +1,7 @@
 """Exact computational kernels behind ``dpsense.sensitivity.closest_pair`` (private).
 
 Everything here is an *exact* function of the points for one fixed distance routine,
-``pair_distances``; the privacy proofs in ``closest_pair`` (docs/math.md section 6, derived there, not
+``pair_distances``; the privacy proofs in ``closest_pair`` (docs/math/closest-pair.md, derived there, not
 published) are combinatorial statements about that routine's outputs, so an approximation of any
 quantity below would void them.
 

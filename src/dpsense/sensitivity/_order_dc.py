@@ -1,7 +1,7 @@
 """The NRS07 divide-and-conquer smooth sensitivity of an order statistic (O(n log n), a cross-check).
 
 The early-stopping loop of ``order_statistics`` is the reference; this algorithm computes the same
-S* = max over i <= r <= j of (x_(j) - x_(i)) e^{-beta (j - i - 1)} (docs/math.md section 4, NRS07
+S* = max over i <= r <= j of (x_(j) - x_(i)) e^{-beta (j - i - 1)} (docs/math/order-statistics.md, NRS07
 "Algorithm 1"), comparing candidates in log space so that e^{-beta k} underflowing far from r cannot
 prune the true maximiser.
 """

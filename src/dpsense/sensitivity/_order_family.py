@@ -1,7 +1,7 @@
 """The monotone sensitivity family of an order statistic (replace adjacency, public n): U_k = A^(k).
 
 Shared by ``order_statistics`` (the early-stopping smooth bound, PTR, person-level) and ``_order_dc``
-(the divide-and-conquer cross-check); the family's theory is in docs/math.md section 4.
+(the divide-and-conquer cross-check); the family's theory is in docs/math/order-statistics.md.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class _PaddedRanks:
 
     Ranks <= 0 are L and ranks >= n + 1 are U. When the stretch starts at rank <= 0 (ends at >= n + 1)
     it is padded on that side; otherwise a rank outside it is *unknown*: ``upper`` then returns
-    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of docs/math.md section 3.2,
+    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of docs/math/smooth-sensitivity.md §3.2,
     still monotone -- and records that it happened in ``truncated``.
     """
 
@@ -100,7 +100,7 @@ class OrderStatisticFamily(_PaddedRanks):
     """The exact monotone family U_k = A^(k) for the order statistic of rank r (replace, n public).
 
     A^(k)(x) = max_{d(x,y)<=k} LS(y) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)) with pads L, U
-    (NRS07 section 3; docs/math.md section 4, verified by brute force), capped at G = U - L (the
+    (NRS07 section 3; docs/math/order-statistics.md, verified by brute force), capped at G = U - L (the
     global sensitivity; A^(k) = G for k >= n). ``upper(k)`` costs O(k). Use it with
     ``smooth_upper_bound`` (S*, beta-smooth), ``distance_to_instability`` (PTR) or ``PersonLevel``
     (a unit owning C records: exactly C per unit under replace adjacency).

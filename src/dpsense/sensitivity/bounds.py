@@ -1,6 +1,6 @@
 """Public declarations every sensitivity is computed from: value bounds and per-unit contribution bounds.
 
-Both are *public* choices made before any data is read (docs/math.md section 1, pitfall 3: bounds
+Both are *public* choices made before any data is read (docs/math/global-sensitivity.md, pitfall 3: bounds
 chosen from the data leak). They are validated here without looking at data, so a bad declaration
 is refused before anything is spent (DESIGN.md invariant 6).
 

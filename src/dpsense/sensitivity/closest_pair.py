@@ -1,12 +1,12 @@
 """Closest-pair distance: global, local and smooth sensitivity, and PTR distance to instability.
 
 f(x) = min_{i<j} d(x_i, x_j) (0 when two points coincide) for points in a public box [low, high]^p
-with the Euclidean distance. Source: docs/math.md section 6. No published smooth-sensitivity bound
-for this query is known to us; the bounds are *derived* in docs/math.md section 6 (proofs there, checked by
+with the Euclidean distance. Source: docs/math/closest-pair.md. No published smooth-sensitivity bound
+for this query is known to us; the bounds are *derived* in docs/math/closest-pair.md (proofs there, checked by
 exhaustive search on small grids) and re-checked by brute force in
 ``tests/unit/sensitivity/test_closest_pair.py``.
 
-The smooth bound is S(x) = max_k e^{-k beta} min(G, V_{k+1}(x)) with a tail term (docs/math.md sections 3.2,
+The smooth bound is S(x) = max_k e^{-k beta} min(G, V_{k+1}(x)) with a tail term (docs/math/index.md sections 3.2,
 6.4), where V is a *monotone family*: V_m(x) >= the best min-distance after deleting any m points,
 and V_m(x) <= V_{m+1}(x') for every neighbour x'. Two exactly computed choices:
 
@@ -23,7 +23,7 @@ f >= 0, so |f(x) - f(y)| <= min(G, M_C(x)) <= U_{C-1}(x); condition (ii) follows
 record steps. Checked by brute force for C = 2 in the tests.
 
 The seed notes' "max_k e^{-beta k} (distance to the (k+1)-th nearest neighbour)" is wrong under
-every reading (docs/math.md section 6.7): for one point or the min over points it is not an upper bound
+every reading (docs/math/closest-pair.md §6.7): for one point or the min over points it is not an upper bound
 on LS, for the max over points it is not smooth.
 
 Floating point: every distance comes from one deterministic per-pair routine (never the BLAS
@@ -109,7 +109,7 @@ def min_pairwise_distance(points: ArrayLike) -> float:
     squared coordinate differences in coordinate order. The BLAS expansion ||a||^2 + ||b||^2 - 2 a.b
     is never used: it cancels catastrophically for close points (0 or negative for distinct points)
     and its rounding depends on batching, which would break the exact monotonicity the smooth
-    bounds rely on (docs/math.md section 6.6). Callers releasing under add/remove define f as G below two
+    bounds rely on (docs/math/closest-pair.md §6.6). Callers releasing under add/remove define f as G below two
     points.
 
     Args:
@@ -131,7 +131,7 @@ def min_pairwise_distance(points: ArrayLike) -> float:
 def closest_pair_global_sensitivity(
     *, adjacency: Adjacency | str, dim: int, low: float, high: float, n: int | None = None
 ) -> float:
-    """A public G >= GS of the closest-pair distance on [low, high]^dim (docs/math.md section 6.1).
+    """A public G >= GS of the closest-pair distance on [low, high]^dim (docs/math/closest-pair.md §6.1).
 
     Replace (n public): GS = D_n, the largest min-distance of n points (collapsing a point reaches
     0). In 1-D D_n = Lambda/(n-1) exactly; in the cube, pigeonhole over m^p < n sub-cubes with
@@ -185,10 +185,10 @@ def closest_pair_range_top(
 
 
 def closest_pair_local_sensitivity(points: ArrayLike, *, low: float, high: float, adjacency: Adjacency | str) -> float:
-    """Exact LS(x) on the box [low, high]^p (docs/math.md section 6.2) — for analysis and tests only.
+    """Exact LS(x) on the box [low, high]^p (docs/math/closest-pair.md §6.2) — for analysis and tests only.
 
     Never calibrate noise with this value: local sensitivity is itself data-dependent and leaks
-    (docs/math.md section 2); use ``closest_pair_smooth_bound`` or PTR instead.
+    (docs/math/local-sensitivity.md); use ``closest_pair_smooth_bound`` or PTR instead.
 
     Replace: LS = max(f, max_i min(f_{-i}, R_i) - f), R_i = sup over the box of the distance to the
     nearest point other than i; only the endpoints of one closest pair can make the second term
@@ -256,10 +256,10 @@ def _largest_empty_radius(rest: F64, lo: float, hi: float) -> float:
 
 
 class NeighbourRankFamily:
-    """U_k = min(G, W_{k+1}): a monotone family for the closest pair in any dimension (docs/math.md section 6.3).
+    """U_k = min(G, W_{k+1}): a monotone family for the closest pair in any dimension (docs/math/closest-pair.md §6.3).
 
     W_m(x) = the (m+1)-th smallest over points i of rho_i^(m+1)(x), the distance from x_i to its
-    (m+1)-th nearest other point (``inf`` when m >= n - 1). Guarantee (proof in docs/math.md section 6.3,
+    (m+1)-th nearest other point (``inf`` when m >= n - 1). Guarantee (proof in docs/math/closest-pair.md §6.3,
     derived there): W_m >= M_m >= A^(m-1) (so U_0 >= LS) and W_m(x) <= W_{m+1}(x') for neighbours
     under replace and under add/remove. Computed exactly: a k-d tree proposes neighbours, the
     distances are recomputed per pair and certified, and the neighbour count grows as needed.
@@ -296,11 +296,11 @@ class NeighbourRankFamily:
 
 
 class DeletionValueFamily1D:
-    """U_k = min(G, M_{k+1}) for 1-D points: the exact deletion values (docs/math.md section 6.3).
+    """U_k = min(G, M_{k+1}) for 1-D points: the exact deletion values (docs/math/closest-pair.md §6.3).
 
     M_m(x) = max over subsets T of n - m points of f(x_T) (``inf`` when n - m < 2), computed exactly
     for the computed gaps fl(x_b - x_a): these are monotone in x_b and in -x_a, so the greedy
-    selection is optimal and Claims A/B of docs/math.md section 6.3 (derived there) hold for the computed
+    selection is optimal and Claims A/B of docs/math/closest-pair.md §6.3 (derived there) hold for the computed
     quantity: M_{k+1} >= A^(k) and M_m(x) <= M_{m+1}(x') under replace and add/remove. Bisection over
     the bit patterns of non-negative doubles, O(n log n + 63 m) per value after one sort.
 
@@ -382,10 +382,10 @@ def closest_pair_smooth_bound(
 ) -> float:
     """S(x) = max(max_{k<K} e^{-k beta} min(G, V_{k+1}(x)), e^{-K beta} G): a beta-smooth upper bound on LS.
 
-    Guarantee: S >= LS_f and S(x) <= e^beta S(x') for neighbours x, x' (docs/math.md section 3.2 with the
+    Guarantee: S >= LS_f and S(x) <= e^beta S(x') for neighbours x, x' (docs/math/smooth-sensitivity.md §3.2 with the
     families of 6.3, derived there), under replace or add/remove as encoded in G, per unit owning
     up to ``max_records_per_unit`` points. The tail term is always included. Calibrate noise with it
-    via docs/math.md section 3.3 using the *same* beta, chosen from (epsilon, delta) only.
+    via docs/math/smooth-sensitivity.md §3.3 using the *same* beta, chosen from (epsilon, delta) only.
 
     Args:
         points: shape (n,) or (n, p), already clipped to the public domain of G.
@@ -420,11 +420,11 @@ def closest_pair_distance_to_instability(
     variant: Variant = "auto",
     max_records_per_unit: int = 1,
 ) -> int:
-    """gamma_L(x) = min{k >= 0 : min(G, V_{k+1}(x)) > b}, capped at ``cap`` (docs/math.md sections 5 and 6.5).
+    """gamma_L(x) = min{k >= 0 : min(G, V_{k+1}(x)) > b}, capped at ``cap`` (docs/math/index.md sections 5 and 6.5).
 
     A valid PTR statistic: 1-Lipschitz, >= 0, and gamma_L(x) >= 1 implies LS(x) <= b, under the
     adjacency G was computed for and per unit of ``max_records_per_unit`` points. Unlike a count of
-    "sensitive records" it sees additions and replacements (docs/math.md section 5.5). Use the PTR threshold
+    "sensitive records" it sees additions and replacements (docs/math/ptr.md §5.5). Use the PTR threshold
     ln(1/(2 delta))/epsilon_1, not 0.5.
 
     Args:

@@ -1,7 +1,7 @@
 """Contribution bounding on plain numpy arrays: clip values, keep at most C rows per unit, sum exactly.
 
 These are the data-side halves of the declarations in ``dpsense.sensitivity.bounds``: a
-sensitivity from ``global_`` holds only for data passed through them (docs/math.md section 1,
+sensitivity from ``global_`` holds only for data passed through them (docs/math/global-sensitivity.md,
 "Contribution bounding").
 
 * ``clip`` maps every value into [L, U]. NaN and infinities are refused: they are bad *data* that
@@ -193,7 +193,7 @@ def exact_clipped_sum(values: ArrayLike, bounds: Bounds, *, grid: NumberLike | N
     rounding moves each term by at most g/2 and is a fixed per-row function, so the add/remove and
     replace sensitivities of ``sum_sensitivity`` hold for the result with no slack.
 
-    Source: docs/math.md section 1, pitfall (1); Casacuberta et al., CCS 2022.
+    Source: docs/math/global-sensitivity.md, pitfall (1); Casacuberta et al., CCS 2022.
 
     Args:
         values: numeric array (any shape; all entries are summed).

@@ -13,12 +13,12 @@ Neighbour model (``dpsense.core.adjacency``):
   of rows (0 to C), which matters for sums when 0 is outside [L, U].
 
 Results are exact ``Fraction`` values. The one irrational result, the replace-adjacency L2
-sensitivity of a histogram (sqrt(2) times an integer, docs/math.md section 1.3), is returned as
+sensitivity of a histogram (sqrt(2) times an integer, docs/math/global-sensitivity.md §1.3), is returned as
 ``Sqrt``: it keeps the exact square (what zCDP accounting needs, rho = Delta_2^2 / (2 sigma^2)) and
 rounds *up* whenever a rational or a float is asked for, so a noise scale derived from it is never
 too small.
 
-Source: docs/math.md section 1 (table), with the corrections noted on ``sum_sensitivity`` and
+Source: docs/math/global-sensitivity.md (table), with the corrections noted on ``sum_sensitivity`` and
 ``histogram_sensitivity``.
 """
 
@@ -118,7 +118,7 @@ def count_rows_sensitivity(*, adjacency: Adjacency | str, contribution: Contribu
     with 0..C rows; C is an upper bound that is attained when row counts may differ. Under REPLACE
     with ``fixed_rows_per_unit`` the row count is public (units x C) and need not be released at all.
 
-    Source: docs/math.md section 1 table, row "count of rows"; seed lesson 14.3 section 2.
+    Source: docs/math/global-sensitivity.md table, row "count of rows"; seed lesson 14.3 section 2.
     """
     Adjacency.parse(adjacency)
     return Fraction(contribution.max_rows_per_unit)
@@ -149,7 +149,7 @@ def sum_sensitivity(bounds: Bounds, *, adjacency: Adjacency | str, contribution:
     All values are attained. The sum must be computed exactly (``exact_clipped_sum``): a float sum can
     exceed these values (Casacuberta et al., CCS 2022).
 
-    Source: docs/math.md section 1 table, rows "sum" (corrected as above); seed lesson 14.3.
+    Source: docs/math/global-sensitivity.md table, rows "sum" (corrected as above); seed lesson 14.3.
     """
     adj = Adjacency.parse(adjacency)
     c = contribution.max_rows_per_unit
@@ -168,7 +168,7 @@ def centered_sum_sensitivity(
     ADD_REMOVE: C * (U - L) / 2. REPLACE: C * (U - L). Both attained. Centering makes every term lie
     in [-(U - L)/2, (U - L)/2], which contains 0, so the row count of the replaced unit does not matter.
 
-    Source: docs/math.md section 1 table, row "centered sum".
+    Source: docs/math/global-sensitivity.md table, row "centered sum".
     """
     adj = Adjacency.parse(adjacency)
     c = contribution.max_rows_per_unit
@@ -187,7 +187,7 @@ def mean_sensitivity_public_n(
     min(C, n) (U - L) / n, attained. Under ADD_REMOVE n is private; this
     raises and points to ``mean_private_n_plan`` (noisy centered sum and noisy count, composed).
 
-    Source: docs/math.md sections 1.3 ("mean, n public") and 2.3; seed lesson 14.3 ("24/n").
+    Source: docs/math/index.md sections 1.3 ("mean, n public") and 2.3; seed lesson 14.3 ("24/n").
 
     Args:
         bounds: public clipping bounds.
@@ -255,7 +255,7 @@ def histogram_sensitivity(
     Data-dependent bin keys additionally need private partition selection (delta > 0); this
     sensitivity does not cover key discovery.
 
-    Source: docs/math.md section 1.3, table rows "histogram".
+    Source: docs/math/global-sensitivity.md §1.3, table rows "histogram".
 
     Returns:
         A ``Fraction`` for L1 and L_inf; a ``Sqrt`` for L2 (use ``.squared`` for zCDP, ``float()``

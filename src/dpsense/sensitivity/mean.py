@@ -1,7 +1,7 @@
 """The mean when the number of values is private: a noisy centered sum and a noisy count, then post-processing.
 
 Under add/remove adjacency n is private and the mean's own global sensitivity, (U - L)/2 over
-datasets with n >= 1, is useless. Instead (docs/math.md section 1, "Mean with n private"):
+datasets with n >= 1, is useless. Instead (docs/math/global-sensitivity.md, "Mean with n private"):
 
 1. release S~ = sum(clip(x_i) - m) + noise calibrated to the centered-sum sensitivity with eps_1,
 2. release n~ = n + noise calibrated to the row-count sensitivity with eps_2,
@@ -74,7 +74,7 @@ def mean_private_n_plan(
     ADD_REMOVE (the intended use): centered sum C (U - L)/2, count C. REPLACE is accepted too
     (centered sum C (U - L), count C), although with a public n ``mean_sensitivity_public_n`` is better.
 
-    Source: docs/math.md section 1 ("Mean with n private"); basic composition, Dwork-Roth Thm 3.16.
+    Source: docs/math/global-sensitivity.md ("Mean with n private"); basic composition, Dwork-Roth Thm 3.16.
 
     Args:
         bounds: public clipping bounds [L, U].
@@ -118,7 +118,7 @@ def mean_from_noisy(
     d must be public and fixed in advance; it keeps a small or negative noisy count from blowing up
     the ratio. Small groups still have large error: evaluate it, do not hide it.
 
-    Source: docs/math.md section 1 ("Mean with n private").
+    Source: docs/math/global-sensitivity.md ("Mean with n private").
 
     Args:
         noisy_centered_sum: S~, the released noisy sum(clip(x_i) - m).

@@ -1,10 +1,10 @@
 """Local and smooth sensitivity of order statistics (median, quantiles) and PTR distances.
 
-Setting (docs/math.md section 4): values clipped to public bounds [L, U], sorted
+Setting (docs/math/order-statistics.md): values clipped to public bounds [L, U], sorted
 x_(1) <= ... <= x_(n), padded with x_(i) = L for i <= 0 and x_(i) = U for i >= n + 1. The statistic is
 the order statistic of public rank r. The median is rank ``median_rank(n) = (n + 1) // 2``: the middle
 value for odd n and the *lower* middle value n/2 for even n. Never the average of the two middle
-values: the formulas below do not apply to it (docs/math.md section 4).
+values: the formulas below do not apply to it (docs/math/order-statistics.md).
 
 **Adjacency.** Every formula here is for *replace* adjacency with n public (NRS07 section 3). Under
 add/remove adjacency dpsense requires a declared public n (``public_n``) and never reads the count
@@ -17,17 +17,17 @@ add/remove. A unit owning up to C records is handled by ``dpsense.sensitivity.sm
 **Guarantees.**
 
 * ``order_statistic_local_sensitivity`` is the exact LS = A^(0). It never calibrates noise alone
-  (docs/math.md section 2: the noise magnitude itself would leak).
+  (docs/math/local-sensitivity.md: the noise magnitude itself would leak).
 * ``OrderStatisticFamily`` is U_k = A^(k) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)), exactly
-  max_{d(x,y)<=k} LS(y) (NRS07; verified by brute force in our tests; docs/math.md section 4.1), capped at
+  max_{d(x,y)<=k} LS(y) (NRS07; verified by brute force in our tests; docs/math/order-statistics.md §4.1), capped at
   G = U - L. It is a monotone family, so ``smooth_upper_bound`` gives S* itself, a beta-smooth upper
-  bound on LS (docs/math.md section 3.2).
+  bound on LS (docs/math/smooth-sensitivity.md §3.2).
 * ``order_statistic_smooth_sensitivity_dc`` is NRS07's O(n log n) divide and conquer for the same S*.
 * ``smooth_order_statistic`` / ``median_smooth_sensitivity`` compute the same S* in O(n) from raw
   values: only the order statistics within K of r matter, where the early stop happens at
   K <= ceil(ln(G / S) / beta); they are pulled out with ``np.partition`` around r and the window is
   grown until the early stop triggers inside it. Beyond the window the family answers "unknown"
-  (infinity, capped to G by ``smooth_upper_bound``), which is the truncated family of docs/math.md
+  (infinity, capped to G by ``smooth_upper_bound``), which is the truncated family of docs/math/index.md
   section 3.2 and hence always a valid smooth bound; growing until the stop happens inside the window makes
   the result equal, bit for bit, to the loop on the fully sorted data.
 * ``order_statistic_distance`` is gamma_L(x) = min{k : A^(k)(x) > b} (capped), the exact distance to
@@ -43,7 +43,7 @@ The running time of the early-stopping computations depends on the data (use ``c
 public amount of loop work).
 
 Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis",
-STOC 2007 (section 3, median; "Algorithm 1" divide and conquer); docs/math.md sections 2-5.
+STOC 2007 (section 3, median; "Algorithm 1" divide and conquer); docs/math/index.md sections 2-5.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ _WINDOW_GROWTH = 4
 def order_statistic_local_sensitivity(sorted_values: ArrayLike, rank: int, bounds: BoundsLike) -> float:
     """Exact LS of the rank-r order statistic: max(x_(r) - x_(r-1), x_(r+1) - x_(r)), pads L, U.
 
-    For analysis only: calibrating noise to LS alone is not private (docs/math.md section 2; the
+    For analysis only: calibrating noise to LS alone is not private (docs/math/local-sensitivity.md; the
     noise magnitude itself leaks). Replace adjacency, n public; rounded upward.
     """
     return OrderStatisticFamily(sorted_values, rank, bounds).upper(0)
@@ -102,7 +102,7 @@ def order_statistic_smooth_sensitivity(
     """S* = max_k e^{-k beta} A^(k): the smooth sensitivity by the early-stopping loop (replace, n public).
 
     Runs ``smooth_upper_bound`` on ``OrderStatisticFamily`` (tail term included); O(n + K^2) after
-    sorting, K <= ceil(ln(G / S*) / beta). Beta-smooth upper bound on LS (docs/math.md sections 3.2 and 4).
+    sorting, K <= ceil(ln(G / S*) / beta). Beta-smooth upper bound on LS (docs/math/index.md sections 3.2 and 4).
     """
     family = OrderStatisticFamily(sorted_values, rank, bounds)
     return smooth_upper_bound(family, beta=beta, constant_work=constant_work)
@@ -111,7 +111,7 @@ def order_statistic_smooth_sensitivity(
 def order_statistic_distance(
     sorted_values: ArrayLike, rank: int, bounds: BoundsLike, proposed_bound: float, cap: int
 ) -> int:
-    """PTR distance gamma(x) = min{k : A^(k)(x) > b}, capped at ``cap`` (docs/math.md section 5).
+    """PTR distance gamma(x) = min{k : A^(k)(x) > b}, capped at ``cap`` (docs/math/ptr.md).
 
     Since A^(k) is exact, this is the true distance to instability min{d(x,y) : LS(y) > b} (capped):
     1-Lipschitz, >= 0, and gamma >= 1 implies LS(x) <= b. Replace adjacency, n public. Work O(cap^2).
@@ -245,7 +245,7 @@ def smooth_order_statistic(
         values: raw values (any order), clipped to ``bounds`` here; or ``RankedValues`` already
             clipped to ``bounds`` (only the window of ranks the bound needs is read from them).
         bounds: public clipping bounds [L, U].
-        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (docs/math.md section 3.3).
+        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3).
         rank: public rank in 1..n; default ``median_rank(n)`` (lower median for even n).
         adjacency: REPLACE (n = len(values) is public) or ADD_REMOVE (``public_n`` required; the data
             are resized to it with ``resize_to_public_n`` semantics).

@@ -1,4 +1,4 @@
-"""Smooth upper bounds on local sensitivity through the monotone-family lemma (docs/math.md section 3.2).
+"""Smooth upper bounds on local sensitivity through the monotone-family lemma (docs/math/smooth-sensitivity.md §3.2).
 
 A *monotone family* for a statistic f is a sequence U_0, U_1, ... of functions of the data with
 
@@ -6,8 +6,8 @@ A *monotone family* for a statistic f is a sequence U_0, U_1, ... of functions o
   (ii) U_k(x) <= U_{k+1}(x') for all adjacent x, x' and all k >= 0.
 
 Then S(x) = sup_k e^{-k beta} U_k(x) is a beta-smooth upper bound on LS_f (NRS07; proof in
-docs/math.md section 3.2), and gamma(x) = min{k : U_k(x) > b} is a 1-Lipschitz lower bound on the distance
-to instability usable by Propose-Test-Release (docs/math.md section 5).
+docs/math/smooth-sensitivity.md §3.2), and gamma(x) = min{k : U_k(x) > b} is a 1-Lipschitz lower bound on the distance
+to instability usable by Propose-Test-Release (docs/math/ptr.md).
 
 Capping by a public G >= GS_f keeps (ii); so does truncation: U'_k = U_k for k < K and G beyond, which
 is why ``smooth_upper_bound`` may stop its loop at any K provided it adds the tail term
@@ -98,7 +98,7 @@ def smooth_upper_bound(family: MonotoneFamily, *, beta: float, constant_work: in
 
 
 def distance_to_instability(family: MonotoneFamily, *, bound: float, cap: int) -> int:
-    """gamma_L(x) = min{k >= 0 : min(G, U_k(x)) > bound}, capped at ``cap`` (docs/math.md section 5).
+    """gamma_L(x) = min{k >= 0 : min(G, U_k(x)) > bound}, capped at ``cap`` (docs/math/ptr.md).
 
     1-Lipschitz, non-negative, and gamma_L(x) >= 1 implies LS(x) <= bound. The scan always runs to
     the first k that exceeds the bound or to ``cap``, so its work is at most ``cap`` steps.

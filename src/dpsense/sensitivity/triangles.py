@@ -1,4 +1,4 @@
-"""Triangle counting under edge-level DP: local, global and smooth sensitivity (docs/math.md section 7).
+"""Triangle counting under edge-level DP: local, global and smooth sensitivity (docs/math/triangles.md).
 
 Guarantee and adjacency: the vertex set [n] is public and declared; two graphs are neighbours when they
 differ in exactly one vertex pair (one edge added or removed). A release calibrated with
@@ -8,7 +8,7 @@ who owns several edges; ``check_edge_privacy_unit`` refuses both.
 
 Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis" (STOC 2007,
 section 3, triangles); Karwa, Raskhodnikova, Smith, Yaroslavtsev, "Private analysis of graph structure"
-(VLDB 2011). Smooth bound through the monotone-family lemma of docs/math.md section 3.2 (``smooth.py``).
+(VLDB 2011). Smooth bound through the monotone-family lemma of docs/math/smooth-sensitivity.md §3.2 (``smooth.py``).
 
 Notation: A the adjacency matrix, d_v = deg(v), a_ij = (A²)_ij common neighbours, b_ij = d_i + d_j - 2a_ij -
 2A_ij the vertices adjacent to exactly one of i, j, G = max(n - 2, 0).
@@ -181,7 +181,7 @@ def _check_beta(beta: float) -> float:
         raise InvalidPrivacyParameter(
             "the smoothing parameter beta must be finite and > 0",
             beta,
-            "derive beta from (epsilon, delta) and the noise family (docs/math.md section 3.3), never from the data",
+            "derive beta from (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3), never from the data",
         )
     return value
 
@@ -195,7 +195,7 @@ def triangle_local_sensitivity(graph: GraphLike) -> int:
     """LS(G) = max_{i<j} a_ij, the largest number of common neighbours of a vertex pair (edge adjacency).
 
     For analysis only: it never calibrates noise on its own. A noise scale read from LS leaks through its
-    size (docs/math.md section 2); calibrate with ``triangle_smooth_sensitivity`` or test it with PTR.
+    size (docs/math/local-sensitivity.md); calibrate with ``triangle_smooth_sensitivity`` or test it with PTR.
     """
     return _pairs(as_graph(graph)).max_common
 
@@ -273,10 +273,10 @@ def triangle_smooth_sensitivity(
 ) -> float:
     """A β-smooth upper bound on the triangle count's local sensitivity, edge-level (S* itself by default).
 
-    S(G) = max_k e^{-kβ} min(n - 2, A^(k)(G)) through ``smooth_upper_bound`` (docs/math.md sections 3.2 and 7). With
+    S(G) = max_k e^{-kβ} min(n - 2, A^(k)(G)) through ``smooth_upper_bound`` (docs/math/index.md sections 3.2 and 7). With
     the default early stop this is exactly the smooth sensitivity S*; with ``constant_work=K`` it evaluates K
     terms and adds the tail e^{-Kβ}(n - 2), still β-smooth. β must come from (ε, δ) and the noise family
-    (docs/math.md section 3.3), never from the data. The result is data-dependent: use it only as a noise scale.
+    (docs/math/smooth-sensitivity.md §3.3), never from the data. The result is data-dependent: use it only as a noise scale.
 
     Args:
         graph: an ``UndirectedGraph`` or a scipy sparse adjacency matrix on the public vertex set.
@@ -300,7 +300,7 @@ def triangle_smooth_sensitivity(
 def triangle_smooth_sensitivity_candidates(graph: GraphLike, *, beta: float, privacy_unit: str) -> float:
     """S* = max_k e^{-kβ} A^(k)(G) by a constant candidate set per frontier point: work independent of β.
 
-    The same value as ``triangle_smooth_sensitivity`` without ``constant_work`` (docs/math.md section 7; checked
+    The same value as ``triangle_smooth_sensitivity`` without ``constant_work`` (docs/math/triangles.md; checked
     against that loop in the tests). For one point (a, b) with cap G, phi(k) = min(a + floor((k + min(k, b))/2),
     G) is a + k on [0, b], then a + b + t at k = b + 2t (odd steps repeat a value at a larger k, so never win),
     and constant from its cap point k_c on. On each piece log phi(k) - kβ is concave, so the maximum lies in

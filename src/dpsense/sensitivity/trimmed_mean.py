@@ -1,6 +1,6 @@
 """Local and smooth sensitivity of the mean and of the trimmed mean on clipped data.
 
-Setting (docs/math.md section 4): values clipped to public bounds [L, U], sorted, padded with L at
+Setting (docs/math/order-statistics.md): values clipped to public bounds [L, U], sorted, padded with L at
 ranks <= 0 and U at ranks >= n + 1. The m-trimmed mean is
 
   trim_m(x) = (1 / (n - 2m)) * sum_{i=m+1}^{n-m} x_(i),   0 <= 2m < n   (m = 0 is the plain mean).
@@ -14,20 +14,20 @@ one replacement of the resized data), never reading the count from the data.
 
 * ``trimmed_mean_local_sensitivity`` is the exact LS = A^(0); ``mean_local_sensitivity`` is the exact
   LS of the plain mean under replace or add/remove adjacency. Both are for analysis only: they never
-  calibrate noise alone (docs/math.md section 2; the noise magnitude itself would leak).
+  calibrate noise alone (docs/math/local-sensitivity.md; the noise magnitude itself would leak).
 * ``TrimmedMeanFamily`` is U_k = A^(k) = max_{0<=l<=k+1} (x_(n-m+1+k-l) - x_(m+1-l)) / (n - 2m), exactly
-  max_{d(x,y)<=k} LS(y) (Bun-Steinke 2019; brute-force verified in our tests; docs/math.md section 4.3),
+  max_{d(x,y)<=k} LS(y) (Bun-Steinke 2019; brute-force verified in our tests; docs/math/order-statistics.md §4.3),
   capped at G = (U - L) / (n - 2m), which it reaches for every k >= 2m + 1. It is a monotone family,
   so ``smooth_upper_bound`` gives the smooth sensitivity S*, a beta-smooth upper bound on LS
-  (docs/math.md section 3.2). ``upper(k)`` costs O(k); the early stop happens by K = 2m + 2.
+  (docs/math/smooth-sensitivity.md §3.2). ``upper(k)`` costs O(k); the early stop happens by K = 2m + 2.
 
 **Floating point.** Differences are rounded upward and divided by n - 2m rounding upward (both
 monotone), so U_k is never below the exact real A^(k) and condition (ii) holds for the computed
 values. The statistic itself is computed with ``math.fsum`` (correctly rounded sum) divided by
-n - 2m; a release must account for that rounding (docs/math.md section 1, pitfall 1).
+n - 2m; a release must account for that rounding (docs/math/global-sensitivity.md, pitfall 1).
 
 Sources: Bun, Steinke, "Average-case averages: private algorithms for smooth sensitivity and mean
-estimation", NeurIPS 2019 (section 4); docs/math.md sections 2-4.
+estimation", NeurIPS 2019 (section 4); docs/math/index.md sections 2-4.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def trimmed_mean(sorted_values: ArrayLike, trim: int, bounds: BoundsLike) -> flo
 def trimmed_mean_local_sensitivity(sorted_values: ArrayLike, trim: int, bounds: BoundsLike) -> float:
     """Exact LS = A^(0) = max(x_(n-m+1) - x_(m+1), x_(n-m) - x_(m)) / (n - 2m), rounded up.
 
-    For analysis only: noise calibrated to LS alone is not private (docs/math.md section 2).
+    For analysis only: noise calibrated to LS alone is not private (docs/math/local-sensitivity.md).
     Replace adjacency, n public.
     """
     return TrimmedMeanFamily(sorted_values, trim, bounds).upper(0)
@@ -150,7 +150,7 @@ def mean_local_sensitivity(values: ArrayLike, *, bounds: BoundsLike, adjacency: 
       (v - mu) / (n + 1), removing x_i by (mu - x_i) / (n - 1). Computed in double precision
       (relative error ~1e-15).
 
-    It never calibrates noise alone (docs/math.md sections 2 and 2.3: under replace adjacency it is
+    It never calibrates noise alone (docs/math/index.md sections 2 and 2.3: under replace adjacency it is
     close to the global (U - L) / n anyway).
 
     Raises:
@@ -193,7 +193,7 @@ def trimmed_mean_smooth_sensitivity(
         values: raw values (any order); clipped and sorted here.
         bounds: public clipping bounds [L, U].
         trim: m, values dropped at each end (public).
-        beta: the smoothing parameter fixed by (epsilon, delta) and the noise family (docs/math.md section 3.3).
+        beta: the smoothing parameter fixed by (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3).
         adjacency: REPLACE (n = len(values) public) or ADD_REMOVE (``public_n`` required; data resized).
         public_n: the declared number of records under add/remove adjacency.
         max_records_per_unit: C; uses ``PersonLevel`` (exactly C per unit under replace, up to C under

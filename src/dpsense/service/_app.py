@@ -8,8 +8,9 @@ a value. The steward's routes and the dashboard are in ``_steward``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, cast
 
@@ -324,8 +325,15 @@ def create_app(config: ServiceConfig) -> Guard:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        workers.close()
+        schedule = asyncio.create_task(workers.resolve_stale_forever()) if workers.resolves_stale else None
+        try:
+            yield
+        finally:
+            if schedule is not None:
+                schedule.cancel()
+                with suppress(asyncio.CancelledError):
+                    await schedule
+            workers.close()
 
     app = FastAPI(
         title="dpsense release service",

@@ -19,11 +19,16 @@ Each request reads the dataset's current snapshot from the ledger (``SharedSnaps
 registration by this service, another process or the CLI is served from the next request on, and a
 request naming another snapshot is refused (``SnapshotNotCurrent``). A steward's registration through
 this service also bumps a generation number, on which workers start fresh Sessions.
+
+``ServiceConfig.resolve_stale_every_s`` runs ``Ledger.resolve_stale`` on a worker on that schedule
+(``create_app``): reservations older than ``resolve_stale_after_s`` are marked ABANDONED and stay charged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -38,11 +43,15 @@ from dpsense.ledger import Ledger, TokenIdentity
 from dpsense.release import Session, SharedSnapshots
 
 T = TypeVar("T")
+log = logging.getLogger("dpsense.service")
 
 #: The service's default ``constant_work``: terms per smooth-sensitivity step (docs/service.md).
 DEFAULT_CONSTANT_WORK = 256
 #: The largest ``constant_work`` accepted (each term is evaluated on every smooth release).
 MAX_CONSTANT_WORK = 1 << 16
+#: Defaults of the stale-reservation schedule: reservations untouched for an hour, checked every minute.
+DEFAULT_RESOLVE_STALE_AFTER_S = 3600.0
+DEFAULT_RESOLVE_STALE_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,11 @@ class ServiceConfig:
             on the data (a timing side channel). An integer from 1 to ``MAX_CONSTANT_WORK``; there is
             no way to turn it off. Fewer terms than the early stop would have used add noise (never
             privacy loss); more cost time (docs/service.md, "Side channels").
+        resolve_stale_after_s: a reservation untouched for this many seconds (its process crashed
+            between reserve and commit) is marked ABANDONED by the schedule below; it stays charged.
+            Choose it above the slowest release: a live release marked ABANDONED is superseded.
+        resolve_stale_every_s: how often the service runs ``Ledger.resolve_stale`` (on a worker
+            thread); 0, or an age of 0, turns the schedule off.
 
     """
 
@@ -74,8 +88,18 @@ class ServiceConfig:
     sessions_per_worker: int = 64
     max_body_bytes: int = 1 << 20
     constant_work: int = DEFAULT_CONSTANT_WORK
+    resolve_stale_after_s: float = DEFAULT_RESOLVE_STALE_AFTER_S
+    resolve_stale_every_s: float = DEFAULT_RESOLVE_STALE_EVERY_S
 
     def __post_init__(self) -> None:
+        for name, flag in (("resolve_stale_after_s", "after"), ("resolve_stale_every_s", "every")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise UsageError(
+                    f"the service's {name} is a finite number of seconds, at least 0 (0 turns the schedule off)",
+                    value,
+                    f"pass --resolve-stale-{flag} SECONDS, e.g. the default {getattr(ServiceConfig, name):g}",
+                )
         work = self.constant_work
         if isinstance(work, bool) or not isinstance(work, int) or not 1 <= work <= MAX_CONSTANT_WORK:
             raise UsageError(
@@ -179,6 +203,28 @@ class Workers:
             with self._lock:
                 self._all.append(worker)
         return work(worker)
+
+    @property
+    def resolves_stale(self) -> bool:
+        """Whether the stale-reservation schedule is on (both its age and its period above 0)."""
+        return self._config.resolve_stale_after_s > 0 and self._config.resolve_stale_every_s > 0
+
+    async def resolve_stale_forever(self) -> None:
+        """Every ``resolve_stale_every_s``, mark reservations older than ``resolve_stale_after_s`` ABANDONED.
+
+        Runs on a worker thread (the ledger write never blocks the event loop); a failure (a busy or
+        unreachable ledger) is logged by its type only and the next round tries again.
+        """
+        after, every = self._config.resolve_stale_after_s, self._config.resolve_stale_every_s
+        while True:
+            await asyncio.sleep(every)
+            try:
+                marked = await self.run(lambda worker: worker.ledger.resolve_stale(older_than_s=after))
+            except Exception as exc:  # the schedule outlives a failed round
+                log.warning("resolving stale reservations failed (%s); next try in %g s", type(exc).__name__, every)
+                continue
+            if marked:
+                log.warning("marked %d reservation(s) older than %g s ABANDONED (they stay charged)", marked, after)
 
     @property
     def generation(self) -> int:

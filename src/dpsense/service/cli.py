@@ -4,7 +4,7 @@
 
     python -m dpsense.service serve --ledger postgresql://... --data-dir /srv/data [--host 127.0.0.1]
         [--port 8000] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--constant-work 256]
-        [--access-log]
+        [--resolve-stale-after 3600] [--resolve-stale-every 60] [--access-log]
     python -m dpsense.service token create NAME [--role analyst|steward] [--expires-in-s SECONDS] --ledger URL
     python -m dpsense.service token revoke TOKEN_ID --ledger URL
     python -m dpsense.service token list [--analyst NAME] --ledger URL
@@ -62,6 +62,20 @@ def _parser() -> argparse.ArgumentParser:
         default=256,
         help="sensitivity terms every smooth-sensitivity step evaluates (public work, not an early stop)",
     )
+    serve.add_argument(
+        "--resolve-stale-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="mark reservations untouched this long ABANDONED (they stay charged); above the slowest release",
+    )
+    serve.add_argument(
+        "--resolve-stale-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often to look for stale reservations (0 turns it off)",
+    )
     serve.add_argument("--access-log", action="store_true", help="log each request line")
     serve.add_argument("--log-level", default="warning")
     token = commands.add_parser("token", help="create, revoke or list API tokens")
@@ -96,6 +110,8 @@ def _serve(args: argparse.Namespace) -> int:
         min_latency_s=args.min_latency,
         latency_quantum_s=args.latency_quantum,
         constant_work=args.constant_work,
+        resolve_stale_after_s=args.resolve_stale_after,
+        resolve_stale_every_s=args.resolve_stale_every,
     )
     Ledger.open(config.ledger_url).close()  # migrate once, and fail early on a bad URL
     # Parser and worker threads hand the GIL back to the event loop within 1 ms (Python's default

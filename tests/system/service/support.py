@@ -180,6 +180,7 @@ def start_service(
     workers: int = 2,
     analyst_epsilon: dict[str, float] | None = None,
     constant_work: int | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Service:
     """Seed the ledger, start the server, register ``events``; see the module docstring."""
     data_dir = root / "data"
@@ -203,6 +204,7 @@ def start_service(
     ]  # fmt: skip
     if constant_work is not None:
         command += ["--constant-work", str(constant_work)]
+    command += extra_args
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     service = Service(f"http://127.0.0.1:{port}", ledger_url, data_dir, tokens, process, log, true_values(frame))

@@ -1,22 +1,30 @@
-"""Snapshots over HTTP (issue 14, Build 5): the current one only, no silent link.
+"""Snapshots over HTTP (issue 14, Build 5): the current one only, no silent link, stale reservations resolved.
 
 Against a real uvicorn service on PostgreSQL (``support.start_service``), 2 workers: an analyst who
 names an older snapshot is refused with 409 ``snapshot_not_current`` and nothing is charged; after a
 new snapshot is registered, through the service or by another process, every request on every
 worker is served from it; identical data registered with other declarations is refused with 409
-``registration_conflict`` and nothing is written.
+``registration_conflict`` and nothing is written; the service's schedule marks a crash-left
+reservation ABANDONED without changing any budget.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from dpsense.core.errors import UsageError
+from dpsense.core.privacy_loss import ApproxDP, PureDP
+from dpsense.ledger import ChargeState
 from dpsense.release import Budget, PrivacyPolicy, Session
+from dpsense.service import cli
+from dpsense.service._workers import ServiceConfig
 from tests.system.service.support import POLICY, REGISTER, Service, leaked, new_key, planted_frame, spec
 
 #: Concurrent requests per round: enough that both workers serve some.
@@ -138,3 +146,53 @@ def test_the_same_data_with_other_declarations_is_refused_over_http(fresh: Calla
     linked = steward.post("/v1/steward/datasets", REGISTER | {"name": "events_copy"})
     assert linked.status_code == 201, linked.text
     assert linked.json()["linked"] and linked.json()["dataset"]["name"] == "events"
+
+
+def test_the_service_resolves_a_crash_left_reservation_on_its_schedule(fresh: Callable[..., Service]) -> None:
+    service = fresh(extra_args=("--resolve-stale-after", "2", "--resolve-stale-every", "0.5"))
+    with service.ledger() as ledger:
+        # A process that reserved and died before commit: the reservation is never touched again.
+        reservation = ledger.reserve(
+            dataset="events", analyst="alice", request_id="crashed-job", loss=PureDP(1), cache_key=None
+        )
+        assert reservation.charge_id is not None
+        spent = ledger.budget("events").spent
+        deadline = time.monotonic() + 30
+        state = None
+        while time.monotonic() < deadline:
+            state = next(c.state for c in ledger.charges("events") if c.request_id == "crashed-job")
+            if state is ChargeState.ABANDONED:
+                break
+            time.sleep(0.25)
+        assert state is ChargeState.ABANDONED, state
+        assert ledger.budget("events").spent == spent  # it stays charged: nobody can prove no data was read
+        assert spent == ApproxDP(1, 0)
+    log = service.log.read_text()
+    assert "ABANDONED" in log and "Traceback" not in log
+
+
+def test_the_schedule_is_configured_by_flags_and_refuses_a_bad_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uvicorn
+
+    apps: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    base = ["serve", "--ledger", f"sqlite:///{tmp_path / 'ledger.db'}", "--data-dir", str(tmp_path)]
+    assert cli.main(base) == 0
+    assert cli.main([*base, "--resolve-stale-after", "120", "--resolve-stale-every", "5"]) == 0
+    assert cli.main([*base, "--resolve-stale-every", "0"]) == 0
+    services = [app.app.state.service for app in apps]
+    assert [(s.config.resolve_stale_after_s, s.config.resolve_stale_every_s) for s in services] == [
+        (3600, 60),
+        (120, 5),
+        (3600, 0),
+    ]
+    assert [s.workers.resolves_stale for s in services] == [True, True, False]  # 0 turns it off
+    for service in services:
+        service.workers.close()
+    for bad in ("-1", "nan", "inf"):
+        assert cli.main([*base, "--resolve-stale-after", bad]) == 2
+        assert "resolve_stale_after_s" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="resolve_stale_every_s"):
+        ServiceConfig(ledger_url="sqlite://", data_dir=tmp_path, resolve_stale_every_s=True)

@@ -1,4 +1,4 @@
-"""Parallel composition over declared public partitions (docs/math.md section 10), on both backends."""
+"""Parallel composition over declared public partitions (docs/math/composition.md), on both backends."""
 
 from __future__ import annotations
 

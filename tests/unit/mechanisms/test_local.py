@@ -325,7 +325,7 @@ def test_oue_estimate_and_exact_variance_match_the_derivation() -> None:
     c = np.clip(expected, 0, n)
     direct = (c / 4 + (n - c) * qp * (1 - qp)) / (0.5 - qp) ** 2  # Var N_v / (1/2 - q')^2
     np.testing.assert_allclose(est.variance, direct, rtol=1e-12)
-    approx = n * 4 * math.exp(eps) / (math.exp(eps) - 1) ** 2  # docs/math.md section 11: the c_v = 0 term
+    approx = n * 4 * math.exp(eps) / (math.exp(eps) - 1) ** 2  # docs/math/local-dp.md: the c_v = 0 term
     np.testing.assert_allclose(oue_count_variance(n=n, epsilon=eps, count=0), approx, rtol=1e-12)
 
 

@@ -19,7 +19,7 @@ from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_distance_c
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.sensitivity.smooth import distance_to_instability
 
-# ------------------------------------------------------------ a monotone family for the median (docs/math.md section 4)
+# ------------------------------------------------------------ a monotone family for the median (docs/math/order-statistics.md)
 
 
 class OrderStatisticFamily:
@@ -159,7 +159,7 @@ def test_bad_values_are_refused_without_echoing_them(value: object) -> None:
 
 
 def test_there_is_no_naive_threshold_option() -> None:
-    # The 0.5-threshold "count sensitive records" test (docs/math.md section 5.5) is not DP: no switch may enable it.
+    # The 0.5-threshold "count sensitive records" test (docs/math/ptr.md §5.5) is not DP: no switch may enable it.
     assert set(inspect.signature(propose_test_release).parameters) == {
         "value",
         "distance",
@@ -295,7 +295,7 @@ def test_ptr_with_family_never_rounds_the_bound_up() -> None:
     assert Fraction(below) <= b < Fraction(math.nextafter(below, math.inf))
 
 
-# ------------------------------------------------------------ why the naive test is not DP (docs/math.md section 5.5)
+# ------------------------------------------------------------ why the naive test is not DP (docs/math/ptr.md §5.5)
 # The naive "PTR" below exists ONLY in this test file, to document its failure. Never ship it.
 
 

@@ -1,6 +1,6 @@
 """Smooth-sensitivity noise: exact plans, refusals, a release that hides S(x), and numerical privacy checks.
 
-The plans rest on sufficient conditions (docs/math.md section 3.3); here every calibration is checked
+The plans rest on sufficient conditions (docs/math/smooth-sensitivity.md §3.3); here every calibration is checked
 numerically against the adversary's whole box: a shift |Delta| <= s and a dilation |lambda| <= t in
 units of S(x)/s. For x, x' adjacent, the law of the output under x' in those units is c + e^lambda Z
 with |c| <= s min(1, e^lambda) (because |f(x) - f(x')| <= min(S(x), S(x'))), a subset of the box that
@@ -433,7 +433,7 @@ def test_bs19_theorem_31_student_calibration_is_valid_and_looser() -> None:
 
 
 def test_literature_split_eps_over_4gamma_fails_for_large_gamma() -> None:
-    # alpha = eps/(4 gamma), beta = eps/gamma (docs/math.md section 3.3): exceeds eps from gamma = 8 on
+    # alpha = eps/(4 gamma), beta = eps/gamma (docs/math/smooth-sensitivity.md §3.3): exceeds eps from gamma = 8 on
     assert worst_pure_loss(log_poly(10), 1 / 40, 1 / 10) > 1.04
 
 
@@ -447,7 +447,7 @@ def test_laplace_plan_exact_delta_is_below_target(eps: str, delta: str) -> None:
 
 
 def test_seed_claim_laplace_with_beta_eps_over_2ln2_over_eps_is_not_pure() -> None:
-    """docs/math.md section 3.4: beta = eps/(2 ln(2/eps)) with (2S/eps) Lap(1) is not eps-DP.
+    """docs/math/smooth-sensitivity.md §3.4: beta = eps/(2 ln(2/eps)) with (2S/eps) Lap(1) is not eps-DP.
 
     delta ~ 0.15 at eps = 1.
     """
@@ -460,7 +460,7 @@ def test_seed_claim_laplace_with_beta_eps_over_2ln2_over_eps_is_not_pure() -> No
 
 
 def test_laplace_hockey_stick_oracle_matches_pure_shift_formula() -> None:
-    # Laplace(0,1) vs Laplace(1,1): delta(eps) = 1 - exp((eps - 1)/2) (docs/math.md section 10)
+    # Laplace(0,1) vs Laplace(1,1): delta(eps) = 1 - exp((eps - 1)/2) (docs/math/composition.md)
     for e in (0.0, 0.3, 0.9):
         assert laplace_hockey_stick(e, 1.0, 0.0) == pytest.approx(1 - math.exp((e - 1) / 2), rel=1e-12)
 
@@ -469,7 +469,7 @@ def test_laplace_hockey_stick_oracle_matches_pure_shift_formula() -> None:
 def test_gaussian_plan_exact_delta_is_below_target_d1(eps: str, delta: str) -> None:
     plan = plan_smooth_noise(family="gaussian", epsilon=eps, delta=delta)
     worst = worst_delta(gaussian_hockey_stick, float(eps), float(plan.s), float(plan.t), n=9)
-    assert worst <= float(delta) * 0.1  # very loose, as docs/math.md section 3.3 says
+    assert worst <= float(delta) * 0.1  # very loose, as docs/math/smooth-sensitivity.md §3.3 says
 
 
 @pytest.mark.parametrize("eps", [1.0, 3.0])

@@ -1,4 +1,4 @@
-"""Grouped releases under replace adjacency (issue 13 findings 2 and 3; docs/math.md section 1.4).
+"""Grouped releases under replace adjacency (issue 13 findings 2 and 3; docs/math/global-sensitivity.md §1.4).
 
 A replaced unit can leave one public group while its replacement enters another. The record cost M of a
 data-dependent step and the squared-sum sensitivity of the variance are checked here against an

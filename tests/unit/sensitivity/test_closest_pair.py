@@ -1,8 +1,8 @@
-"""Closest pair (docs/math.md section 6): brute force on small grids, exactness of M and W, the seed's errors.
+"""Closest pair (docs/math/closest-pair.md): brute force on small grids, exactness of M and W, the seed's errors.
 
 Brute force: every multiset of n = 4 points of a grid (1-D {0..8}; 2-D 3x3 with L2), the replace
 graph and the add/remove graph (sizes 0..6), LS and A^(k) by exhaustive relaxation, then the two
-conditions of the monotone-family lemma (docs/math.md section 3.2) for the library's families.
+conditions of the monotone-family lemma (docs/math/smooth-sensitivity.md §3.2) for the library's families.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_ptr_distance_is_1_lipschitz_and_certifies_ls(kind: str, variant: Varian
 
 
 def test_grid_local_sensitivity_matches_the_exact_formula() -> None:
-    """LS = max(f, max_i min(f_-i, R_i) - f) with R_i over the grid domain (docs/math.md section 6.2)."""
+    """LS = max(f, max_i min(f_-i, R_i) - f) with R_i over the grid domain (docs/math/closest-pair.md §6.2)."""
     g = graph("square", "replace")
     D = pair_distances(SQUARE[:, None, :], SQUARE[None, :, :])
     for i, y in enumerate(g.nodes):
@@ -333,7 +333,7 @@ def test_local_sensitivity_refusals() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The seed's errors (docs/math.md sections 6.7 and 5.5 (iii)).
+# The seed's errors (docs/math/index.md sections 6.7 and 5.5 (iii)).
 
 
 def seed_formula(x: np.ndarray, beta: float, reading: str) -> float:
@@ -376,7 +376,7 @@ def test_seed_formula_max_over_points_is_not_smooth() -> None:
 
 
 def test_removal_count_misses_collapse_but_ptr_distance_does_not() -> None:
-    """docs/math.md section 5.5 (iii): x = (0,100,200,300) has no 'sensitive record' but LS = 100."""
+    """docs/math/ptr.md §5.5 (iii): x = (0,100,200,300) has no 'sensitive record' but LS = 100."""
     x = np.array([0.0, 100.0, 200.0, 300.0])
     f = min_pairwise_distance(x)
     sensitive = sum(abs(min_pairwise_distance(np.delete(x, i)) - f) > 1 for i in range(4))
@@ -402,7 +402,7 @@ def seed_removal_ls(P: np.ndarray) -> float:
 
 
 def test_seed_datasets_recomputed() -> None:
-    """docs/math.md section 6.7: B's minimum is 0 (not 14.14) and B's local sensitivity is far *smaller*."""
+    """docs/math/closest-pair.md §6.7: B's minimum is 0 (not 14.14) and B's local sensitivity is far *smaller*."""
     data = seed_datasets()
     diagram = data["B_diagram"]
     assert min_pairwise_distance(diagram) == 0.0

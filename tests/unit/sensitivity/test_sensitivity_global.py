@@ -1,4 +1,4 @@
-"""Global sensitivities: the seed table, docs/math.md sections 1.3 and 2.3, and brute force over neighbours."""
+"""Global sensitivities: the seed table, docs/math/index.md sections 1.3 and 2.3, and brute force over neighbours."""
 
 import itertools
 import math
@@ -55,7 +55,7 @@ def test_seed_one_row_per_day_over_30_days_gives_720():
 
 
 # ---------------------------------------------------------------------------------------------
-# The table of docs/math.md section 1.3, and section 2.3.
+# The table of docs/math/global-sensitivity.md §1.3, and section 2.3.
 
 
 @pytest.mark.parametrize("c", [1, 3])
@@ -259,7 +259,7 @@ def test_histogram_brute_force(c, c0, cinf, fixed):
         assert histogram_sensitivity("l1", adjacency=adjacency, contribution=cb) == l1
         assert histogram_sensitivity("l2", adjacency=adjacency, contribution=cb).squared == l2sq
         assert histogram_sensitivity("linf", adjacency=adjacency, contribution=cb) == linf
-        # never above the table's bounds (docs/math.md section 1)
+        # never above the table's bounds (docs/math/global-sensitivity.md)
         c0e, cinfe = cb.groups_cap, cb.rows_per_group_cap
         table_l2 = min(c, math.sqrt(c0e) * cinfe) * (math.sqrt(2) if adjacency is RP else 1)
         assert math.sqrt(l2sq) <= table_l2 + 1e-12

@@ -1,4 +1,4 @@
-"""Triangle counts under edge adjacency (docs/math.md section 7): formula, sparse evaluation, smoothness."""
+"""Triangle counts under edge adjacency (docs/math/triangles.md): formula, sparse evaluation, smoothness."""
 
 import itertools
 import math
