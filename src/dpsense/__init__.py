@@ -54,9 +54,11 @@ from dpsense.core.errors import (
 )
 from dpsense.core.errors import (
     LedgerUnreadable as LedgerUnreadable,
+    RegistrationConflict as RegistrationConflict,
 )
 from dpsense.core.errors import (
     RequestIdConflict as RequestIdConflict,
+    SnapshotNotCurrent as SnapshotNotCurrent,
 )
 from dpsense.core.errors import (
     UnknownAnalyst as UnknownAnalyst,
@@ -153,7 +155,9 @@ _ERRORS = (
     "LedgerBusy",
     "LedgerStateError",
     "LedgerUnreadable",
+    "RegistrationConflict",
     "RequestIdConflict",
+    "SnapshotNotCurrent",
     "UnknownAnalyst",
     "UnknownDataset",
     "UnsupportedRequest",
