@@ -71,6 +71,10 @@ class Session:
         events = session.register_dataset("events", source="events.parquet", privacy_unit="person_id",
                                           bounds={"hours": (0, 24)}, budget=Budget(4), policy=policy)
         release = session.release(events.query().agg(n=count()), epsilon=0.5)
+
+    A server passes ``engine=snapshots.engine()`` and ``snapshots=`` (a ``SharedSnapshots``): the
+    Session then reads each dataset's current snapshot from one copy shared by the whole process and
+    only reads (it registers nothing).
     """
 
     def __init__(

@@ -50,7 +50,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "bad input: the rule, the value and the fix"},
     401: {"description": "no token, or a token that is not valid"},
     404: {"description": "no such dataset or release (another analyst's release is not found either)"},
-    409: {"description": "a budget cannot cover the request (nothing charged), or the key's release failed"},
+    409: {
+        "description": "a budget cannot cover the request (nothing charged), the key's release failed, the "
+        "request names a snapshot other than the current one, or (steward) the data is registered with other "
+        "declarations"
+    },
     422: {"description": "a malformed body, or an idempotency key reused for another request"},
 }
 #: The JSON body model of each analyst route (read and checked off the event loop by ``_body.BodyCheck``).
