@@ -22,56 +22,24 @@ from dpsense.core import Adjacency as Adjacency
 from dpsense.core import ApproxDP as ApproxDP
 from dpsense.core import PrivacyUnit as PrivacyUnit
 from dpsense.core import PureDP as PureDP
-from dpsense.core.errors import (
-    BudgetExhausted as BudgetExhausted,
-)
-from dpsense.core.errors import (
-    ChargedFailure as ChargedFailure,
-)
-from dpsense.core.errors import (
-    DPSenseError as DPSenseError,
-)
-from dpsense.core.errors import (
-    InternalError as InternalError,
-)
-from dpsense.core.errors import (
-    InvalidBounds as InvalidBounds,
-)
-from dpsense.core.errors import (
-    InvalidData as InvalidData,
-)
-from dpsense.core.errors import (
-    InvalidPrivacyParameter as InvalidPrivacyParameter,
-)
-from dpsense.core.errors import (
-    InvalidSensitivity as InvalidSensitivity,
-)
-from dpsense.core.errors import (
-    LedgerBusy as LedgerBusy,
-)
-from dpsense.core.errors import (
-    LedgerStateError as LedgerStateError,
-)
-from dpsense.core.errors import (
-    LedgerUnreadable as LedgerUnreadable,
-    RegistrationConflict as RegistrationConflict,
-)
-from dpsense.core.errors import (
-    RequestIdConflict as RequestIdConflict,
-    SnapshotNotCurrent as SnapshotNotCurrent,
-)
-from dpsense.core.errors import (
-    UnknownAnalyst as UnknownAnalyst,
-)
-from dpsense.core.errors import (
-    UnknownDataset as UnknownDataset,
-)
-from dpsense.core.errors import (
-    UnsupportedRequest as UnsupportedRequest,
-)
-from dpsense.core.errors import (
-    UsageError as UsageError,
-)
+from dpsense.core.errors import BudgetExhausted as BudgetExhausted
+from dpsense.core.errors import ChargedFailure as ChargedFailure
+from dpsense.core.errors import DPSenseError as DPSenseError
+from dpsense.core.errors import InternalError as InternalError
+from dpsense.core.errors import InvalidBounds as InvalidBounds
+from dpsense.core.errors import InvalidData as InvalidData
+from dpsense.core.errors import InvalidPrivacyParameter as InvalidPrivacyParameter
+from dpsense.core.errors import InvalidSensitivity as InvalidSensitivity
+from dpsense.core.errors import LedgerBusy as LedgerBusy
+from dpsense.core.errors import LedgerStateError as LedgerStateError
+from dpsense.core.errors import LedgerUnreadable as LedgerUnreadable
+from dpsense.core.errors import RegistrationConflict as RegistrationConflict
+from dpsense.core.errors import RequestIdConflict as RequestIdConflict
+from dpsense.core.errors import SnapshotNotCurrent as SnapshotNotCurrent
+from dpsense.core.errors import UnknownAnalyst as UnknownAnalyst
+from dpsense.core.errors import UnknownDataset as UnknownDataset
+from dpsense.core.errors import UnsupportedRequest as UnsupportedRequest
+from dpsense.core.errors import UsageError as UsageError
 
 if TYPE_CHECKING:  # the real types for mypy and IDEs; at run time they load on first use (``__getattr__``)
     from dpsense.query import (
