@@ -62,15 +62,35 @@ _PG_APPEND = (
 )
 
 
-def append(tx: Tx, *, at: str, event: str, payload: Mapping[str, object]) -> int:
+#: ``_PG_APPEND`` that also records the entry as the commit of a release (``releases.commit_seq``).
+_PG_APPEND_COMMIT = (
+    "WITH h AS (UPDATE audit_head SET seq = seq + 1, prev_hash = hash, hash = encode(sha256("
+    "convert_to(hash, 'UTF8') || ?::bytea || convert_to((seq + 1)::text || '}', 'UTF8')), 'hex')"
+    " WHERE id = 1 RETURNING seq, prev_hash, hash),"
+    " e AS (INSERT INTO audit_log (seq, at, event, payload, prev_hash, hash)"
+    " SELECT seq, ?, ?, ?, prev_hash, hash FROM h RETURNING seq)"
+    " UPDATE releases SET commit_seq = (SELECT seq FROM e) WHERE id = ? RETURNING commit_seq"
+)
+
+
+def append(tx: Tx, *, at: str, event: str, payload: Mapping[str, object], commit_of_release: int | None = None) -> int:
     """Append one entry inside the caller's write transaction; returns its sequence number.
 
     Both backends store the same bytes; PostgreSQL does it in one round trip (``_PG_APPEND``).
+    ``commit_of_release`` also points that release's ``commit_seq`` at the new entry, in the same
+    statement on PostgreSQL, so the append stays the transaction's last statement (the head row is
+    locked only for the commit).
     """
     text = canonical_json(payload)
     if tx.dialect == "postgresql":
         body = f'{{"at":{canonical_json(at)},"event":{canonical_json(event)},"payload":{text},"seq":'
-        return int(tx.execute(_PG_APPEND, (body.encode("utf-8"), at, event, text))[0][0])
+        params: tuple[object, ...] = (body.encode("utf-8"), at, event, text)
+        if commit_of_release is None:
+            return int(tx.execute(_PG_APPEND, params)[0][0])
+        return int(tx.execute(_PG_APPEND_COMMIT, (*params, commit_of_release))[0][0])
+    if commit_of_release is not None:  # SQLite runs in process: no round trip is saved by folding
+        seq = int(tx.execute("SELECT seq FROM audit_head WHERE id = 1")[0][0]) + 1
+        tx.send("UPDATE releases SET commit_seq = ? WHERE id = ?", (seq, commit_of_release))
     seq, prev = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1{lock}")[0]
     seq = int(seq) + 1
     digest = entry_hash(prev, seq, at, event, text)

@@ -393,9 +393,9 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             return _replace(base, charge_id=charge_id, state=state, stored=release)
         if state in OPEN_STATES:
             payload = _answer_payload(base, charge_id, None) | {"state": state.value}
-            _audit.append(tx, at=_iso(now), event="resume", payload=payload)
             if row[5] is not None:  # the resumer holds the cache key now: a fresh lease
                 tx.send("UPDATE charges SET owner = ?, updated_at = ? WHERE id = ?", (self._owner, now, charge_id))
+            _audit.append(tx, at=_iso(now), event="resume", payload=payload)  # last: the head is locked briefly
             return _replace(base, charge_id=charge_id, state=state, resumed=True)
         if state == ChargeState.FAILED:
             raise LedgerStateError(
@@ -507,8 +507,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                     "mechanism_version": record.mechanism_version,
                     "code_version": record.code_version,
                 }
-                seq = _audit.append(tx, at=_iso(now), event="commit", payload=payload)
-                tx.send("UPDATE releases SET commit_seq = ? WHERE id = ?", (seq, int(release_id)))
+                _audit.append(tx, at=_iso(now), event="commit", payload=payload, commit_of_release=int(release_id))
         if refused is not None:  # raised after the transaction: the FAILED state is kept
             raise refused.error
         assert done is not None

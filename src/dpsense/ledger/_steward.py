@@ -175,12 +175,12 @@ class StewardOps:
         now = self._clock()
         with self._backend.write() as tx:
             rows = tx.execute(
-                "SELECT id FROM charges WHERE state = 'reserved' AND updated_at < ? ORDER BY id{lock}",
-                (now - older_than_s,),
+                "UPDATE charges SET state = 'abandoned', updated_at = ? WHERE state = 'reserved' AND updated_at < ?"
+                " RETURNING id",
+                (now, now - older_than_s),
             )
-            for (charge_id,) in rows:
-                tx.execute("UPDATE charges SET state = 'abandoned', updated_at = ? WHERE id = ?", (now, int(charge_id)))
-                _audit.append(tx, at=_iso(now), event="abandon", payload={"charge": int(charge_id)})
+            for charge_id in sorted(int(r[0]) for r in rows):  # the appends last: the head is locked briefly
+                _audit.append(tx, at=_iso(now), event="abandon", payload={"charge": charge_id})
         return len(rows)
 
     def _create_sub_budget(self, tx: Tx, dataset_id: int, scope: Scope, mode: Mode, cap: Pair) -> Pair:
