@@ -30,10 +30,11 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not statistical"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples tools
+	$(BIN)/ruff format --check src tests benchmarks examples tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_cycles.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/noise.py

@@ -57,6 +57,7 @@ def cycles(package: str) -> list[list[str]]:
 
 
 def main() -> int:
+    """Print every cycle; exit status 1 when there is one."""
     found = cycles("dpsense")
     for component in found:
         print("import cycle: " + " <-> ".join(component))

@@ -184,7 +184,8 @@ def test_the_closest_pair_and_triangle_pairs_are_extreme() -> None:
     cluster = laws.min_distance_statistic(laws.CLUSTER_BOX)
     (fx, sx, _), (fy, sy, _) = _fs(cluster, laws.POINTS_B), _fs(cluster, laws.POINTS_B_MERGED)
     assert fx == fy == 0 and sx / sy == pytest.approx(math.exp(BETA)) and sx < 0.003
-    assert sx * 40 < plane.bound(laws.POINTS_A, BETA)  # B's bound is far smaller than A's (docs/math/closest-pair.md §6.7)
+    # B's bound is far smaller than A's (docs/math/closest-pair.md §6.7)
+    assert sx * 40 < plane.bound(laws.POINTS_A, BETA)
     graph = laws.triangle_statistic(laws.TRIANGLE_VERTICES)
     (fx, sx, lx), (fy, sy, _) = _fs(graph, laws.TRIANGLES), _fs(graph, laws.TRIANGLES_PLUS)
     assert fy - fx == lx == 1 and sy / sx == pytest.approx(math.exp(BETA))

@@ -42,7 +42,8 @@ FALSE_ALARM = 1e-9
 
 
 class MedianFamily:
-    """A^(k) of docs/math/order-statistics.md for the rank-r order statistic, padded with [low, high] (replace adjacency)."""
+    """A^(k) of docs/math/order-statistics.md for the rank-r order statistic, padded with [low, high] (replace
+    adjacency)."""
 
     def __init__(self, values: tuple[float, ...], rank: int, low: float, high: float) -> None:
         self.sorted, self.rank, self.low, self.high = sorted(values), rank, low, high

@@ -443,7 +443,10 @@ def end_to_end_pair(stat: SmoothStatistic, x: Any, y: Any, noise: Noise) -> Samp
 
 
 def control_local_sensitivity(stat: SmoothStatistic, x: Any, y: Any, noise: Noise) -> Sampler:
-    """Control 1: ``release_with_smooth_bound`` handed LS(x) instead of a smooth bound (docs/math/local-sensitivity.md)."""
+    """Control 1: ``release_with_smooth_bound`` handed LS(x) instead of a smooth bound (local-sensitivity page).
+
+    See docs/math/local-sensitivity.md.
+    """
     return pair_sampler(lambda d, n: stat.law(d, noise, bound=stat.local(d)).sample(n), x, y)
 
 

@@ -520,7 +520,9 @@ class DuckDBEngine(DuckDBStewardSteps):
     def order_statistics_window(
         self, view: BoundedView, *, column: str, low: float, high: float, rank: int, width: int
     ) -> OrderStatisticsWindow:
-        """Clipped order statistics x_(rank-width) .. x_(rank+width), padded with low / high (docs/math/order-statistics.md).
+        """Clipped order statistics x_(rank-width) .. x_(rank+width), padded with low / high.
+
+        The window of docs/math/order-statistics.md.
 
         Missing values (NULL, NaN) are left out. The count is never returned.
         """

@@ -69,7 +69,10 @@ def _pure(
     family: str, eps: Fraction, params: dict[str, Fraction]
 ) -> tuple[Fraction, Fraction, dict[str, Fraction], str]:
     """(s, t, constants, theorem) for the pure-DP families, with s L_h + t D_h <= eps exactly."""
-    rule = "ε-DP: sufficient condition ε ≥ s·L_h + t·D_h (NRS07 Lemmas 2.6/2.7 sliding+dilation; docs/math/index.md 3.3)"
+    rule = (
+        "ε-DP: sufficient condition ε ≥ s·L_h + t·D_h (NRS07 Lemmas 2.6/2.7 sliding+dilation; "
+        "docs/math/smooth-sensitivity.md §3.3)"
+    )
     if family == "cauchy":
         return eps / 2, eps / 2, {"L_h": Fraction(1), "D_h": Fraction(1)}, rule + ", Cauchy L_h = D_h = 1, s = t = ε/2"
     if family == "polynomial":
@@ -88,7 +91,9 @@ def _pure(
 
 
 def laplace_delta_bound(epsilon_shift: Fraction, epsilon_dilation: Fraction, beta: Fraction) -> Fraction:
-    """An upper bound on e^{ε_s} exp(-(ε_d + β)/(e^β - 1)), the δ of Laplace noise (docs/math/smooth-sensitivity.md §3.3).
+    """An upper bound on e^{ε_s} exp(-(ε_d + β)/(e^β - 1)), the δ of Laplace noise.
+
+    See docs/math/smooth-sensitivity.md §3.3.
 
     Derivation: the dilation term -λ + (e^λ - 1)|v| exceeds ε_d only when |v| > (ε_d + β)/(e^β - 1)
     (worst λ = β); |v| = |u + Δ| with |Δ| <= s = ε_s, so that event has probability at most
@@ -180,7 +185,8 @@ def _zcdp(
         sig = ULN_SIGMA if sigma is None else sigma
         if sig < ULN_SIGMA:
             raise UnsupportedRequest(
-                "the uniform log-normal theorem is used only with σ ≥ √2 (BS19 section 3.1; docs/math/smooth-sensitivity.md §3.3)",
+                "the uniform log-normal theorem is used only with σ ≥ √2 (BS19 section 3.1; "
+                "docs/math/smooth-sensitivity.md §3.3)",
                 float(sig),
                 "omit sigma (σ = √2) or pass sigma >= 1.4142135623730951",
             )

@@ -70,7 +70,8 @@ def check_beta(beta: float) -> float:
         raise InvalidPrivacyParameter(
             "the smoothing parameter beta must be finite and > 0",
             beta,
-            "derive beta from (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3), never from the data",
+            "derive beta from (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3), "
+            "never from the data",
         )
     return b
 

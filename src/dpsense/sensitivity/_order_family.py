@@ -41,7 +41,8 @@ class _PaddedRanks:
 
     Ranks <= 0 are L and ranks >= n + 1 are U. When the stretch starts at rank <= 0 (ends at >= n + 1)
     it is padded on that side; otherwise a rank outside it is *unknown*: ``upper`` then returns
-    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of docs/math/smooth-sensitivity.md §3.2,
+    ``math.inf``, which ``smooth_upper_bound`` caps at G -- the truncated family of docs/math/smooth-sensitivity.md
+    §3.2,
     still monotone -- and records that it happened in ``truncated``.
     """
 

@@ -245,7 +245,8 @@ def smooth_order_statistic(
         values: raw values (any order), clipped to ``bounds`` here; or ``RankedValues`` already
             clipped to ``bounds`` (only the window of ranks the bound needs is read from them).
         bounds: public clipping bounds [L, U].
-        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3).
+        beta: the smoothing parameter, fixed by (epsilon, delta) and the noise family
+        (docs/math/smooth-sensitivity.md §3.3).
         rank: public rank in 1..n; default ``median_rank(n)`` (lower median for even n).
         adjacency: REPLACE (n = len(values) is public) or ADD_REMOVE (``public_n`` required; the data
             are resized to it with ``resize_to_public_n`` semantics).

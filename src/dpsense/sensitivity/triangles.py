@@ -181,7 +181,8 @@ def _check_beta(beta: float) -> float:
         raise InvalidPrivacyParameter(
             "the smoothing parameter beta must be finite and > 0",
             beta,
-            "derive beta from (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3), never from the data",
+            "derive beta from (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3), "
+            "never from the data",
         )
     return value
 
@@ -273,10 +274,12 @@ def triangle_smooth_sensitivity(
 ) -> float:
     """A β-smooth upper bound on the triangle count's local sensitivity, edge-level (S* itself by default).
 
-    S(G) = max_k e^{-kβ} min(n - 2, A^(k)(G)) through ``smooth_upper_bound`` (docs/math/index.md sections 3.2 and 7). With
+    S(G) = max_k e^{-kβ} min(n - 2, A^(k)(G)) through ``smooth_upper_bound`` (docs/math/index.md sections 3.2 and 7).
+    With
     the default early stop this is exactly the smooth sensitivity S*; with ``constant_work=K`` it evaluates K
     terms and adds the tail e^{-Kβ}(n - 2), still β-smooth. β must come from (ε, δ) and the noise family
-    (docs/math/smooth-sensitivity.md §3.3), never from the data. The result is data-dependent: use it only as a noise scale.
+    (docs/math/smooth-sensitivity.md §3.3), never from the data. The result is data-dependent: use it only as a noise
+    scale.
 
     Args:
         graph: an ``UndirectedGraph`` or a scipy sparse adjacency matrix on the public vertex set.

@@ -193,7 +193,8 @@ def trimmed_mean_smooth_sensitivity(
         values: raw values (any order); clipped and sorted here.
         bounds: public clipping bounds [L, U].
         trim: m, values dropped at each end (public).
-        beta: the smoothing parameter fixed by (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md §3.3).
+        beta: the smoothing parameter fixed by (epsilon, delta) and the noise family (docs/math/smooth-sensitivity.md
+        §3.3).
         adjacency: REPLACE (n = len(values) public) or ADD_REMOVE (``public_n`` required; data resized).
         public_n: the declared number of records under add/remove adjacency.
         max_records_per_unit: C; uses ``PersonLevel`` (exactly C per unit under replace, up to C under

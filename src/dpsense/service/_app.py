@@ -3,28 +3,28 @@
 Every route that reads the ledger or data runs on a worker thread through the caller's ``Session``
 (``_workers``): releases are ``Session.release`` / ``Session.sql``, previews ``Session.preview``,
 listings ``Session.history`` (an analyst sees their own releases only). There is no other route to
-a value. The steward's routes and the dashboard are in ``_steward``.
+a value. The steward's routes and the dashboard are in ``_steward``; authentication and the
+routes' shared dependencies in ``_deps`` (so neither route module imports the other).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import APIRouter, FastAPI, Header, Request
 from pydantic import BaseModel, ValidationError
 
 from dpsense._version import __version__
 from dpsense.core.errors import UsageError
-from dpsense.ledger import Scope, TokenIdentity
+from dpsense.ledger import Scope
 from dpsense.release import Dataset, Session
 from dpsense.service import _errors
 from dpsense.service._body import BodyCheck, load_yaml, off_loop
-from dpsense.service._errors import ApiError, unauthorized, validation_document
+from dpsense.service._deps import ERRORS, Caller, CallerDep, Service
+from dpsense.service._errors import ApiError, validation_document
 from dpsense.service._guard import Guard
 from dpsense.service._links import install_links
 from dpsense.service._models import (
@@ -39,24 +39,14 @@ from dpsense.service._models import (
 )
 from dpsense.service._render import budget_doc, dataset_doc, loss_doc, release_doc, stored_doc
 from dpsense.service._spec import Name, ReleaseBody, SqlBody
+from dpsense.service._steward import STEWARD_BODIES, dashboard
+from dpsense.service._steward import router as steward_router
 from dpsense.service._workers import ServiceConfig, Worker, Workers
 
 T = TypeVar("T")
 
 #: The release routes: their responses, answers and refusals alike, are padded (``_guard``).
 RELEASE_ROUTES = frozenset({("POST", "/v1/releases"), ("POST", "/v1/releases/yaml"), ("POST", "/v1/sql")})
-#: Error responses every authenticated route may give (documented in the OpenAPI schema).
-ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "bad input: the rule, the value and the fix"},
-    401: {"description": "no token, or a token that is not valid"},
-    404: {"description": "no such dataset or release (another analyst's release is not found either)"},
-    409: {
-        "description": "a budget cannot cover the request (nothing charged), the key's release failed, the "
-        "request names a snapshot other than the current one, or (steward) the data is registered with other "
-        "declarations"
-    },
-    422: {"description": "a malformed body, or an idempotency key reused for another request"},
-}
 #: The JSON body model of each analyst route (read and checked off the event loop by ``_body.BodyCheck``).
 JSON_BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("POST", "/v1/preview"): ReleaseBody,
@@ -64,58 +54,6 @@ JSON_BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("POST", "/v1/releases"): ReleaseBody,
     ("POST", "/v1/sql"): SqlBody,
 }
-_bearer = HTTPBearer(auto_error=False, scheme_name="token", description="An API token from the data steward.")
-
-
-@dataclass(frozen=True)
-class Service:
-    """The application's state: its configuration and worker pool."""
-
-    config: ServiceConfig
-    workers: Workers
-
-
-@dataclass(frozen=True)
-class Caller:
-    """An authenticated request: who asks, and a way to run work with their Session."""
-
-    service: Service
-    identity: TokenIdentity
-
-    async def run(self, work: Callable[[Session], T]) -> T:
-        """Run ``work`` with the caller's Session on a worker thread."""
-        identity, generation = self.identity, self.service.workers.generation
-        return await self.service.workers.run(lambda worker: work(worker.session(identity, generation)))
-
-    async def run_worker(self, work: Callable[[Worker], T]) -> T:
-        """Run ``work`` with the worker itself (its ledger connection) on a worker thread."""
-        return await self.service.workers.run(work)
-
-
-def service_of(request: Request) -> Service:
-    """The ``Service`` of the application that serves ``request``."""
-    return cast(Service, request.app.state.service)
-
-
-async def verify(service: Service, token: str) -> TokenIdentity | None:
-    """The identity behind ``token`` (checked against the salted hash in the ledger)."""
-    return await service.workers.run(lambda worker: worker.ledger.verify_token(token))
-
-
-async def authenticated(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> Caller:
-    """The caller of a ``/v1/`` route; 401 without a valid token."""
-    service = service_of(request)
-    if credentials is None or not credentials.credentials:
-        raise unauthorized()
-    identity = await verify(service, credentials.credentials)
-    if identity is None:
-        raise unauthorized("the API token is not valid (unknown, wrong or revoked)")
-    return Caller(service, identity)
-
-
-CallerDep = Annotated[Caller, Depends(authenticated)]
 IdempotencyKey = Annotated[
     str,
     Header(
@@ -322,9 +260,6 @@ def preview_doc(session: Session, dataset: str, requested: Any, explain: str) ->
 
 def create_app(config: ServiceConfig) -> Guard:
     """The service as an ASGI application (FastAPI inside ``Guard``); see ``docs/service.md``."""
-    from dpsense.service._steward import STEWARD_BODIES, dashboard
-    from dpsense.service._steward import router as steward_router
-
     workers = Workers(config)
 
     @asynccontextmanager

@@ -27,8 +27,8 @@ from dpsense.core.errors import UsageError
 from dpsense.engine import DuckDBEngine
 from dpsense.ledger import Anchor, Scope, checkpoint_document
 from dpsense.release import Budget, PrivacyPolicy, Session
-from dpsense.service._app import ERRORS, Caller, CallerDep, service_of, verify
 from dpsense.service._dashboard import SECURITY_HEADERS, SIGN_IN_STYLE, render_dashboard
+from dpsense.service._deps import ERRORS, Caller, CallerDep, service_of, verify
 from dpsense.service._errors import ApiError
 from dpsense.service._models import (
     AnalystIn,

@@ -19,7 +19,8 @@ from dpsense.mechanisms.ptr import Refusal, propose_test_release, ptr_distance_c
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.sensitivity.smooth import distance_to_instability
 
-# ------------------------------------------------------------ a monotone family for the median (docs/math/order-statistics.md)
+# ------------------------------------------------------------ a monotone family for the median
+# (docs/math/order-statistics.md)
 
 
 class OrderStatisticFamily:
