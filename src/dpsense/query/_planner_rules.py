@@ -13,9 +13,7 @@ from fractions import Fraction
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import UsageError
-from dpsense.query._aggregates import AggregateKind
-from dpsense.query._ir import AggregateIR
-from dpsense.query._mechanisms import Family, Mechanism, RecordCost, mechanism_named
+from dpsense.query._mechanisms import Family, Mechanism, RecordCost
 from dpsense.sensitivity import (
     Bounds,
     ContributionBound,
@@ -29,48 +27,10 @@ from dpsense.sensitivity import (
     sum_sensitivity,
 )
 
-M = Mechanism
-_COUNTING = (M.LAPLACE, M.GAUSSIAN, M.GEOMETRIC)
-_ADDITIVE = (M.LAPLACE, M.GAUSSIAN)
-
-#: The mechanisms an analyst may name per statistic; the first entry of the additive statistics is the default.
-ALLOWED_MECHANISMS: dict[AggregateKind, tuple[Mechanism, ...]] = {
-    AggregateKind.COUNT: _COUNTING,
-    AggregateKind.CLIPPED_COUNT: _COUNTING,
-    AggregateKind.COUNT_UNITS: _COUNTING,
-    AggregateKind.HISTOGRAM: _COUNTING,
-    AggregateKind.SUM: _ADDITIVE,
-    AggregateKind.MEAN: _ADDITIVE,
-    AggregateKind.MEDIAN: (M.EM_QUANTILE, M.INVERSE_SENSITIVITY_MEDIAN, M.SMOOTH_MEDIAN, M.PTR_ORDER_STATISTIC),
-    AggregateKind.QUANTILE: (
-        M.EM_QUANTILE,
-        M.INVERSE_SENSITIVITY_ORDER_STATISTIC,
-        M.SMOOTH_QUANTILE,
-        M.PTR_ORDER_STATISTIC,
-    ),
-    AggregateKind.TRIMMED_MEAN: (M.SMOOTH_TRIMMED_MEAN, M.INVERSE_SENSITIVITY_TRIMMED_MEAN, M.PTR_TRIMMED_MEAN),
-    AggregateKind.MIN_DISTANCE: (M.SMOOTH_MIN_DISTANCE, M.INVERSE_SENSITIVITY_MIN_DISTANCE, M.PTR_MIN_DISTANCE),
-    AggregateKind.TRIANGLE_COUNT: (
-        M.SMOOTH_TRIANGLE_COUNT,
-        M.INVERSE_SENSITIVITY_TRIANGLE_COUNT,
-        M.PTR_TRIANGLE_COUNT,
-    ),
-    AggregateKind.VARIANCE: _ADDITIVE,
-    AggregateKind.APPROX_BOUNDS: (M.APPROX_BOUNDS,),
-}
-
 #: benchmarks/accuracy.py DEFAULTS: ("median", 0.1) -> "em", ("median", 1.0) -> "invsens". The
 #: exponential-mechanism quantile wins below ε = 1 and inverse sensitivity from ε = 1 on the synthetic
 #: panel; the same threshold is used for other quantiles (the order-statistic form of the same mechanism).
 QUANTILE_INVSENS_FROM_EPSILON = Fraction(1)
-
-#: benchmarks/accuracy.py DEFAULTS: "smooth_cauchy" for min_distance and triangles at ε = 0.1 and 1.0
-#: (and for the mean row, which there is a trimmed mean): smooth sensitivity with Cauchy noise, pure ε-DP.
-_SMOOTH_DEFAULT = {
-    AggregateKind.TRIMMED_MEAN: M.SMOOTH_TRIMMED_MEAN,
-    AggregateKind.MIN_DISTANCE: M.SMOOTH_MIN_DISTANCE,
-    AggregateKind.TRIANGLE_COUNT: M.SMOOTH_TRIANGLE_COUNT,
-}
 
 
 @dataclass(frozen=True)
@@ -95,42 +55,6 @@ class Choice:
     def noise(self) -> str | None:
         """The noise family of a smooth-sensitivity release (Cauchy: pure ε-DP), else ``None``."""
         return self.mechanism.noise
-
-
-def choose(agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) -> Choice:
-    """The analyst's valid override, else the public default for this statistic and ε."""
-    allowed = ALLOWED_MECHANISMS[agg.kind]
-    if agg.mechanism is not None:
-        named = mechanism_named(agg.mechanism)
-        if named is None or named not in allowed:
-            raise UsageError(
-                f"mechanism {agg.mechanism!r} is not valid for {agg.kind.value} {agg.name!r}",
-                agg.mechanism,
-                f"use one of: {', '.join(allowed)}, or omit mechanism= for the default",
-            )
-        if named is M.GAUSSIAN and delta == 0:
-            raise UsageError(
-                f"the Gaussian mechanism for {agg.name!r} needs delta > 0",
-                agg.mechanism,
-                "pass delta > 0 to the release, or use mechanism='laplace' for pure ε-DP",
-            )
-        if named.family is Family.PTR and delta == 0:
-            raise UsageError(
-                f"Propose-Test-Release for {agg.name!r} needs delta > 0 (its test fails to refuse with chance δ)",
-                agg.mechanism,
-                "pass delta > 0 to the release, or omit mechanism= for a pure ε-DP default",
-            )
-        return Choice(named, "analyst", "requested by the analyst")
-    if agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE):
-        if mechanism_epsilon >= QUANTILE_INVSENS_FROM_EPSILON:
-            name = M.INVERSE_SENSITIVITY_MEDIAN if agg.kind is AggregateKind.MEDIAN else allowed[1]
-            return Choice(name, "default", "the accuracy benchmark's default for quantiles at ε >= 1")
-        return Choice(M.EM_QUANTILE, "default", "the accuracy benchmark's default for quantiles at ε < 1")
-    if agg.kind is AggregateKind.APPROX_BOUNDS:
-        return Choice(M.APPROX_BOUNDS, "default", "the only mechanism for approximate bounds")
-    if agg.kind in _SMOOTH_DEFAULT:
-        return Choice(_SMOOTH_DEFAULT[agg.kind], "default", "the accuracy benchmark's default (Cauchy noise)")
-    return Choice(M.LAPLACE, "default", "pure ε-DP default for additive statistics")
 
 
 def norm_for(choice: Choice) -> Norm:

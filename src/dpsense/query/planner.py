@@ -6,7 +6,8 @@ adjacency, global sensitivity and budget share. It never reads data (DESIGN.md: 
 by looking at the data is itself a leak); ``release/`` executes the steps and re-checks the loss with
 ``assert_loss_equals`` before it charges.
 
-Mechanism choice per statistic (``dpsense.query._planner_rules``):
+Mechanism choice, parts, contribution bound and sensitivity per statistic: one module each in
+``dpsense.query.statistics`` (the registry ``STATISTICS``); the planner itself is generic:
 
 * count, count_units, sum, histogram: Laplace (pure ε-DP); Gaussian when the analyst asks for it and
   delta > 0; geometric on request for counts.
@@ -39,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from enum import Enum
 from fractions import Fraction
 
 from dpsense.accounting import compose_basic
@@ -49,33 +49,13 @@ from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
-from dpsense.query._mechanisms import Family, Mechanism, RecordCost, mechanism_named
-from dpsense.query._planner_rules import (
-    Choice,
-    calibrated_changes,
-    centered_sensitivity_for,
-    choose,
-    count_sensitivity,
-    norm_for,
-    public_n_mean_sensitivity,
-    squares_sensitivity,
-    sum_sensitivity_for,
-    unit_record_cost,
-    units_sensitivity,
-)
-from dpsense.sensitivity import Bounds, Norm, Sqrt
+from dpsense.query._mechanisms import Mechanism, RecordCost, mechanism_named
+from dpsense.query._parts import StepPart
+from dpsense.query._planner_rules import Choice, calibrated_changes, norm_for, unit_record_cost
+from dpsense.query.statistics import Facts, choose, statistic
+from dpsense.sensitivity import Norm, Sqrt
 
 __all__ = ["Plan", "PlanStep", "StepPart", "assert_loss_equals", "plan"]
-
-
-class StepPart(str, Enum):
-    """Which part of its statistic a step releases (a private-n mean has two)."""
-
-    VALUE = "value"
-    CENTERED_SUM = "centered_sum"
-    CENTERED_SQUARES = "centered_squares"
-    COUNT = "count"
-    KEYS = "keys"  # private partition selection of a grouping's keys
 
 
 @dataclass(frozen=True)
@@ -228,20 +208,21 @@ def plan(
     n = _check_public_n(public_n, adj)
     selecting = _keys_to_select(ir, dlt)
     grouped = bool(ir.group_by)
-    parts = {a.name: _parts(a, adj, n, grouped) for a in ir.aggregates}
+    parts = {a.name: statistic(a.kind).parts(a, adjacency=adj, public_n=n, grouped=grouped) for a in ir.aggregates}
     k = sum(len(p) for p in parts.values()) + (1 if selecting else 0)
     share = eps / k
     drafts: list[tuple[AggregateIR, StepPart, Choice, int | None]] = []
     for agg in ir.aggregates:
-        rows = _rows(agg, max_rows_per_unit, ir.max_groups_per_unit, grouped)
-        row_level = agg.kind not in _GLOBAL_KINDS
+        stat = statistic(agg.kind)
+        rows = stat.rows(agg, dataset_rows=max_rows_per_unit, groups=ir.max_groups_per_unit, grouped=grouped)
+        row_level = stat.data_dependent
         run_eps = share
         if row_level and rows is not None:  # the default quantile is judged on the ε it runs with
             cost = unit_record_cost(
                 _costed(agg.mechanism), adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped
             )
             run_eps = share / cost
-        choice = choose(agg, mechanism_epsilon=run_eps, delta=dlt)
+        choice = choose(stat, agg, mechanism_epsilon=run_eps, delta=dlt)
         drafts.extend(
             (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(agg, part) else choice, rows) for part in parts[agg.name]
         )
@@ -295,7 +276,7 @@ _PUBLIC_N_COUNT = Choice(
 
 
 def _is_public_n_count(agg: AggregateIR, part: StepPart) -> bool:
-    return part is StepPart.COUNT and agg.kind not in _GLOBAL_KINDS
+    return part is StepPart.COUNT and statistic(agg.kind).data_dependent
 
 
 def _keys_to_select(ir: QueryIR, delta: Fraction) -> bool:
@@ -361,20 +342,6 @@ def assert_loss_equals(plan: Plan, requested: PrivacyLoss) -> None:
         raise InternalError(f"the plan composes to {total}, not the requested {requested}")
 
 
-_GLOBAL_KINDS = frozenset(
-    {
-        AggregateKind.COUNT,
-        AggregateKind.CLIPPED_COUNT,
-        AggregateKind.COUNT_UNITS,
-        AggregateKind.HISTOGRAM,
-        AggregateKind.SUM,
-        AggregateKind.MEAN,
-        AggregateKind.VARIANCE,
-        AggregateKind.APPROX_BOUNDS,
-    }
-)
-
-
 def _as_pair(loss: PrivacyLoss) -> tuple[str, Fraction, Fraction]:
     if isinstance(loss, PureDP):
         return ("dp", loss.epsilon, Fraction(0))
@@ -397,46 +364,6 @@ def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
     return public_n
 
 
-def _parts(agg: AggregateIR, adj: Adjacency, n: int | None, grouped: bool) -> tuple[StepPart, ...]:
-    if agg.kind is AggregateKind.VARIANCE:
-        return (StepPart.CENTERED_SUM, StepPart.CENTERED_SQUARES, StepPart.COUNT)
-    named = None if agg.mechanism is None else mechanism_named(agg.mechanism)
-    needs_n = agg.kind is AggregateKind.TRIMMED_MEAN or (
-        agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
-        and named is not None
-        and named.family in (Family.SMOOTH, Family.PTR)
-    )
-    if needs_n:
-        # the number of values is private after bounding: a noisy count becomes the public n to which
-        # the values are resized (sensitivity/public_n.py), then the statistic is released on them
-        return (StepPart.COUNT, StepPart.VALUE)
-    if agg.kind is not AggregateKind.MEAN:
-        return (StepPart.VALUE,)
-    if adj is Adjacency.REPLACE and n is not None and not grouped:
-        return (StepPart.VALUE,)
-    return (StepPart.CENTERED_SUM, StepPart.COUNT)
-
-
-def _rows(agg: AggregateIR, dataset_rows: int | None, groups: int | None, grouped: bool) -> int | None:
-    if agg.kind is AggregateKind.COUNT_UNITS:
-        if grouped and groups is None:
-            raise UsageError(
-                f"a grouped count_units {agg.name!r} needs the number of groups one unit may touch",
-                None,
-                "declare it with Query(...).max_groups_per_unit(k), or register the dataset with "
-                "max_groups_per_unit={column: k}",
-            )
-        return None
-    rows = agg.max_rows_per_unit if agg.max_rows_per_unit is not None else dataset_rows
-    if rows is None:
-        raise UsageError(
-            f"the contribution bound of {agg.name!r} is unknown",
-            None,
-            "declare max_rows_per_unit= on the aggregate, or pass the dataset's max_rows_per_unit to plan()",
-        )
-    return rows
-
-
 def _step(
     agg: AggregateIR,
     part: StepPart,
@@ -454,7 +381,8 @@ def _step(
     cost: int | None = None
     if choice.mechanism.is_global:
         norm = norm_for(choice)
-        sensitivity = _sensitivity(agg, part, adj, rows, groups, n, grouped, norm)
+        facts = Facts(adjacency=adj, rows=rows, groups=groups, grouped=grouped, public_n=n, norm=norm)
+        sensitivity = statistic(agg.kind).sensitivity(agg, part, facts)
     elif rows is not None:
         cost = unit_record_cost(choice.mechanism, adjacency=adj, rows=rows, groups=groups, grouped=grouped)
         run_eps = loss.epsilon / cost
@@ -476,34 +404,6 @@ def _step(
         mechanism_epsilon=run_eps,
         record_cost=cost,
     )
-
-
-def _sensitivity(
-    agg: AggregateIR,
-    part: StepPart,
-    adj: Adjacency,
-    rows: int | None,
-    groups: int | None,
-    n: int | None,
-    grouped: bool,
-    norm: Norm,
-) -> Fraction | Sqrt:
-    if agg.kind is AggregateKind.COUNT_UNITS:
-        return units_sensitivity(adjacency=adj, groups=groups, grouped=grouped, norm=norm)
-    if rows is None:  # _rows guarantees a bound for every other statistic
-        raise InternalError(f"no contribution bound for {agg.name!r}")
-    if agg.kind in (AggregateKind.HISTOGRAM, AggregateKind.APPROX_BOUNDS):  # bounds: a histogram of public bins
-        return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=True, norm=norm)
-    if agg.kind in (AggregateKind.COUNT, AggregateKind.CLIPPED_COUNT) or part is StepPart.COUNT:
-        return count_sensitivity(adjacency=adj, rows=rows, groups=groups, grouped=grouped, norm=norm)
-    bounds = Bounds(*agg.bounds[0])
-    if part is StepPart.CENTERED_SQUARES:
-        return squares_sensitivity(bounds, adjacency=adj, rows=rows, grouped=grouped, norm=norm)
-    if part is StepPart.CENTERED_SUM:
-        return centered_sensitivity_for(bounds, adjacency=adj, rows=rows)
-    if agg.kind is AggregateKind.MEAN and n is not None:
-        return public_n_mean_sensitivity(bounds, n=n, adjacency=adj, rows=rows)
-    return sum_sensitivity_for(bounds, adjacency=adj, rows=rows, grouped=grouped)
 
 
 def _q(value: Fraction) -> str:
@@ -551,8 +451,7 @@ def _explain_step(s: PlanStep, public_n: int | None) -> str:
         text += f" in at most {s.max_groups_per_unit} group(s)"
     if s.sensitivity is not None and s.norm is not None:
         text += f"; global {s.norm.value.upper()} sensitivity {_num(s.sensitivity)}"
-        if s.part is StepPart.VALUE and s.statistic is AggregateKind.MEAN and public_n is not None:
-            text += f" (mean over the public n = {public_n})"
+        text += statistic(s.statistic).explain_note(s.part, public_n)
     else:
         text += "; noise calibrated inside the mechanism from the public bounds, no global sensitivity"
     text += f"; charged ε = {_num(s.loss.epsilon)}"

@@ -48,6 +48,7 @@ from dpsense.engine import (
     predicate,
 )
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
+from dpsense.query.statistics import STATISTICS
 from dpsense.release._bounds import bounds_output_names, release_bounds
 from dpsense.release._data_dependent import ALL_ROWS, DataDependentSteps
 from dpsense.release._steps import (
@@ -433,17 +434,8 @@ class _Runner(DataDependentSteps):
         return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_squares.loss, noisy_count.loss]
 
 
-#: Statistics whose steps collect the bounded rows to the driver (``Engine.collect``).
-COLLECTING_KINDS = frozenset(
-    {
-        AggregateKind.MEDIAN,
-        AggregateKind.QUANTILE,
-        AggregateKind.TRIMMED_MEAN,
-        AggregateKind.MIN_DISTANCE,
-        AggregateKind.TRIANGLE_COUNT,
-        AggregateKind.APPROX_BOUNDS,
-    }
-)
+#: Statistics whose steps collect the bounded rows to the driver (``Engine.collect``): the registry's ``collects``.
+COLLECTING_KINDS = frozenset(kind for kind, stat in STATISTICS.items() if stat.collects)
 
 
 def collect_bound(plan: Plan, population: int | None) -> int | None:

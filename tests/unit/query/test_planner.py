@@ -12,7 +12,7 @@ from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
 from dpsense.query import Mechanism, Plan, Query, RecordCost, Schema, StepPart, assert_loss_equals, plan
 from dpsense.query._mechanisms import MECHANISMS
-from dpsense.query._planner_rules import ALLOWED_MECHANISMS
+from dpsense.query.statistics import ALLOWED_MECHANISMS
 from dpsense.sensitivity import (
     Bounds,
     ContributionBound,

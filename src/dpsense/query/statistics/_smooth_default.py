@@ -1,0 +1,21 @@
+"""The shared rule of the statistics whose default is smooth sensitivity with Cauchy noise."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import ClassVar
+
+from dpsense.query._ir import AggregateIR
+from dpsense.query._planner_rules import Choice
+from dpsense.query.statistics._base import Statistic
+
+
+class SmoothDefault(Statistic):
+    """Data-dependent, collected, and smooth sensitivity with Cauchy noise by default (benchmarks/accuracy.py)."""
+
+    data_dependent: ClassVar[bool] = True
+    collects: ClassVar[bool] = True
+
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
+        """Smooth sensitivity with Cauchy noise (pure ε-DP): the accuracy benchmark's default."""
+        return Choice(self.mechanisms[0], "default", "the accuracy benchmark's default (Cauchy noise)")

@@ -1,0 +1,32 @@
+"""histogram: counts per value of a categorical column over public keys (released alone, keys as rows).
+
+A unit's C rows fall in at most C keys: the per-key count vector has ``histogram_sensitivity``
+(docs/math/global-sensitivity.md §1.3; L1 min(C, C0 C_inf), doubled under replace). Mechanisms: Laplace (default),
+Gaussian, geometric. Keys must be public (declared); private key selection is for grouped counts.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import ClassVar
+
+from dpsense.query._aggregates import AggregateKind
+from dpsense.query._ir import AggregateIR
+from dpsense.query._mechanisms import Mechanism
+from dpsense.query._parts import StepPart
+from dpsense.query._planner_rules import count_sensitivity
+from dpsense.query.statistics._base import COUNTING, Facts, Statistic
+from dpsense.sensitivity import Sqrt
+
+
+class Histogram(Statistic):
+    """Counts per public key of one column."""
+
+    kind: ClassVar[AggregateKind] = AggregateKind.HISTOGRAM
+    mechanisms: ClassVar[tuple[Mechanism, ...]] = COUNTING
+
+    def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
+        """The count vector over the public keys (always grouped: the keys are its groups)."""
+        return count_sensitivity(
+            adjacency=facts.adjacency, rows=facts.bounded_rows(agg), groups=facts.groups, grouped=True, norm=facts.norm
+        )

@@ -1,0 +1,60 @@
+"""median and quantile: the q-quantile (median: q = 1/2) of a numeric column within the public bounds.
+
+Data-dependent: no global sensitivity. Mechanisms (docs/math/order-statistics.md,
+docs/math/exponential-mechanism.md): the exponential-mechanism quantile (default below ε = 1 per
+call), inverse sensitivity (default from ε = 1), smooth sensitivity with Cauchy noise and
+Propose-Test-Release; the last two run on values resized to a noisy count, a public n (a count step
+first). A unit's change costs M record changes over the groups (``_planner_rules.unit_record_cost``):
+each call runs at ε / M, and group privacy gives ε for the unit.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import ClassVar
+
+from dpsense.core.adjacency import Adjacency
+from dpsense.query._aggregates import AggregateKind
+from dpsense.query._ir import AggregateIR
+from dpsense.query._mechanisms import Mechanism
+from dpsense.query._parts import StepPart
+from dpsense.query._planner_rules import QUANTILE_INVSENS_FROM_EPSILON, Choice
+from dpsense.query.statistics._base import M, Statistic, needs_public_n
+
+
+class Quantile(Statistic):
+    """The q-quantile (an order statistic of the private n values)."""
+
+    kind: ClassVar[AggregateKind] = AggregateKind.QUANTILE
+    mechanisms: ClassVar[tuple[Mechanism, ...]] = (
+        M.EM_QUANTILE,
+        M.INVERSE_SENSITIVITY_ORDER_STATISTIC,
+        M.SMOOTH_QUANTILE,
+        M.PTR_ORDER_STATISTIC,
+    )
+    data_dependent: ClassVar[bool] = True
+    collects: ClassVar[bool] = True
+
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
+        """Inverse sensitivity from ε = 1 per call, the exponential mechanism below (benchmarks/accuracy.py)."""
+        if mechanism_epsilon >= QUANTILE_INVSENS_FROM_EPSILON:
+            return Choice(self.mechanisms[1], "default", "the accuracy benchmark's default for quantiles at ε >= 1")
+        return Choice(M.EM_QUANTILE, "default", "the accuracy benchmark's default for quantiles at ε < 1")
+
+    def parts(
+        self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool
+    ) -> tuple[StepPart, ...]:
+        """A noisy count first for the resized (smooth, PTR) mechanisms; else the value alone."""
+        return (StepPart.COUNT, StepPart.VALUE) if needs_public_n(agg) else (StepPart.VALUE,)
+
+
+class Median(Quantile):
+    """The median: the quantile at q = 1/2 (lower median), with its own inverse-sensitivity form."""
+
+    kind: ClassVar[AggregateKind] = AggregateKind.MEDIAN
+    mechanisms: ClassVar[tuple[Mechanism, ...]] = (
+        M.EM_QUANTILE,
+        M.INVERSE_SENSITIVITY_MEDIAN,
+        M.SMOOTH_MEDIAN,
+        M.PTR_ORDER_STATISTIC,
+    )

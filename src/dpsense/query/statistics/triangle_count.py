@@ -1,0 +1,26 @@
+"""triangle_count: the number of triangles of the graph on a public vertex set (edge-level DP).
+
+Data-dependent (docs/math/triangles.md): smooth sensitivity with Cauchy noise (default), inverse
+sensitivity, or Propose-Test-Release, edge-level; a unit's C edges (2C under replace) are the
+record cost M, each call runs at ε / M (group privacy). Released for the whole graph.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from dpsense.query._aggregates import AggregateKind
+from dpsense.query._mechanisms import Mechanism
+from dpsense.query.statistics._base import M
+from dpsense.query.statistics._smooth_default import SmoothDefault
+
+
+class TriangleCount(SmoothDefault):
+    """Triangles of the bounded edges."""
+
+    kind: ClassVar[AggregateKind] = AggregateKind.TRIANGLE_COUNT
+    mechanisms: ClassVar[tuple[Mechanism, ...]] = (
+        M.SMOOTH_TRIANGLE_COUNT,
+        M.INVERSE_SENSITIVITY_TRIANGLE_COUNT,
+        M.PTR_TRIANGLE_COUNT,
+    )
