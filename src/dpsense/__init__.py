@@ -64,10 +64,16 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; at run time they load on 
         histogram as histogram,
     )
     from dpsense.query import (
+        max as max,
+    )
+    from dpsense.query import (
         mean as mean,
     )
     from dpsense.query import (
         median as median,
+    )
+    from dpsense.query import (
+        min as min,
     )
     from dpsense.query import (
         min_distance as min_distance,
@@ -102,8 +108,10 @@ _QUERY = (
     "count",
     "count_units",
     "histogram",
+    "max",
     "mean",
     "median",
+    "min",
     "min_distance",
     "quantile",
     "sum",

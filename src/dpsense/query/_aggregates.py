@@ -238,6 +238,50 @@ def quantile(
     )
 
 
+def max(  # shadows the builtin on purpose, as dp.sum does: the statistic's own name
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
+) -> Aggregate:
+    """The largest value of a numeric column within the public bounds: the quantile at q = 1.
+
+    The same question as ``quantile(column, 1)`` and SQL's ``MAX`` (one canonical form, one release),
+    released by the quantile's mechanisms: private, but an extreme order statistic is as hard as it
+    gets (one unit can move it anywhere in [L, U]), so expect answers spread between the true maximum
+    and the upper bound. For a robust top of the data ask ``quantile(column, 0.99)``.
+    """
+    return quantile(
+        column,
+        1,
+        bounds=bounds,
+        max_rows_per_unit=max_rows_per_unit,
+        mechanism=mechanism,
+        proposed_bound=proposed_bound,
+    )
+
+
+def min(  # shadows the builtin on purpose, as dp.sum does: the statistic's own name
+    column: str,
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+    proposed_bound: PublicValue | None = None,
+) -> Aggregate:
+    """The smallest value of a numeric column within the public bounds: the quantile at q = 0 (see ``max``)."""
+    return quantile(
+        column,
+        0,
+        bounds=bounds,
+        max_rows_per_unit=max_rows_per_unit,
+        mechanism=mechanism,
+        proposed_bound=proposed_bound,
+    )
+
+
 def trimmed_mean(
     column: str,
     trim_fraction: PublicValue,
