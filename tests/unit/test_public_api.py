@@ -13,9 +13,6 @@ import mypy.api
 import dpsense as dp
 from dpsense.core import errors
 
-#: Submodules bound as attributes once imported; they are packages, not exported members.
-_SUBMODULES = {name for name, value in vars(dp).items() if isinstance(value, types.ModuleType)}
-
 
 def test_every_public_member_is_exported_and_every_export_resolves() -> None:
     public = {
@@ -65,3 +62,12 @@ def test_importing_the_package_loads_no_engine_or_sql_parser() -> None:
     code = "import sys, dpsense; print(sorted(m for m in ('duckdb', 'sqlglot', 'pandas') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_session_loads_without_the_sql_parser_until_sql_is_asked_for() -> None:
+    code = (
+        "import sys, dpsense; dpsense.Session; dpsense.count(); print('sqlglot' in sys.modules);"
+        " from dpsense.release._session import _parse_sql; print('sqlglot' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.split() == ["False", "False"]

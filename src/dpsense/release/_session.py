@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpsense._version import __version__
 from dpsense.core.adjacency import Adjacency
@@ -45,7 +45,6 @@ from dpsense.noise.entropy import is_test_source_active, random_bytes
 from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, plan
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
-from dpsense.query.sql import parse_sql
 from dpsense.release._admission import admit
 from dpsense.release._datasets import Dataset, Declaration, attach, register
 from dpsense.release._executor import check_executable, collect_bound, execute
@@ -54,6 +53,9 @@ from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
 from dpsense.release._shared import SharedSnapshots
 from dpsense.release._sql import SqlRelease
+
+if TYPE_CHECKING:
+    from dpsense.query.sql import SqlQuery
 from dpsense.release._steps import loss_pair
 
 #: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
@@ -400,7 +402,7 @@ class Session:
         Rewrites of one question share one canonical query: the second asks for the stored release
         at no cost. Refused SQL raises before anything is charged.
         """
-        parsed = parse_sql(text, schema_for=self._sql_schema)
+        parsed = _parse_sql(text, schema_for=self._sql_schema)
         release = self.release(
             parsed.query, epsilon=epsilon, delta=delta, request_id=request_id, family=family, progress=progress
         )
@@ -408,7 +410,7 @@ class Session:
 
     def preview_sql(self, text: str, *, epsilon: NumberLike, delta: NumberLike = 0) -> Plan:
         """The plan of a SQL question, without charging or reading data."""
-        parsed = parse_sql(text, schema_for=self._sql_schema)
+        parsed = _parse_sql(text, schema_for=self._sql_schema)
         return self.preview(parsed.query, epsilon=epsilon, delta=delta)
 
     def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
@@ -544,3 +546,10 @@ def _check_constant_work(value: object) -> int | None:
             "pass a positive integer such as constant_work=4096, or None to stop early",
         )
     return value
+
+
+def _parse_sql(text: str, *, schema_for: Callable[[str, bool], tuple[str, Schema]]) -> SqlQuery:
+    """``dpsense.query.sql.parse_sql``, imported on first use: importing the Session needs no sqlglot."""
+    from dpsense.query.sql import parse_sql
+
+    return parse_sql(text, schema_for=schema_for)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
-from dpsense.query.sql import Expr, SqlOutput, evaluate
 from dpsense.release._release import ERROR_SUFFIX, Release
+
+if TYPE_CHECKING:  # the SQL front end (sqlglot) loads only when SQL is asked for
+    from dpsense.query.sql import Expr, SqlOutput
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class SqlRelease:
         base = self.release.table
         columns: dict[str, Any] = {}
         for out in self.outputs:
-            columns[out.alias] = evaluate(out.expr, lambda leaf: base[leaf[1]])
+            columns[out.alias] = _evaluate(out.expr, lambda leaf: base[leaf[1]])
             error = _error(out.expr, base)
             if error is not None:
                 columns[out.alias + ERROR_SUFFIX] = error
@@ -98,3 +100,9 @@ def _show(expr: Expr) -> str:
         return f"sqrt({_show(expr[1])})"
     symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[kind]
     return f"({_show(expr[1])} {symbol} {_show(expr[2])})"
+
+
+def _evaluate(expr: Expr, leaf: Any) -> Any:
+    from dpsense.query.sql import evaluate  # a SqlRelease exists only once SQL was parsed: sqlglot is loaded
+
+    return evaluate(expr, leaf)
