@@ -43,6 +43,18 @@ class AuditReport:
     #: True when every table was compared with the chain's replay (not only the chain walked).
     tables_checked: bool = False
 
+    def to_json(self) -> dict[str, object]:
+        """The report as one JSON document (``dpsense verify-log --json`` and ``GET /v1/steward/audit``)."""
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "head_hash": self.head_hash,
+            "first_broken_seq": self.first_broken_seq,
+            "reason": self.reason,
+            "problems": list(self.problems),
+            "tables_checked": self.tables_checked,
+        }
+
 
 def entry_hash(prev_hash: str, seq: int, at: str, event: str, payload: str) -> str:
     """The chained hash of one entry (``payload`` is its canonical JSON text)."""

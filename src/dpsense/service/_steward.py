@@ -168,16 +168,7 @@ async def audit(caller: StewardDep, expected_head: ExpectedHead = None) -> dict[
     """Verify the ledger: the audit chain, every table against it, and ``expected_head`` when given."""
 
     def work(session: Session) -> dict[str, Any]:
-        report = session.ledger.verify(expected_head=expected_head)
-        return {
-            "ok": report.ok,
-            "entries": report.entries,
-            "head_hash": report.head_hash,
-            "first_broken_seq": report.first_broken_seq,
-            "reason": report.reason,
-            "problems": list(report.problems),
-            "tables_checked": report.tables_checked,
-        }
+        return session.ledger.verify(expected_head=expected_head).to_json()
 
     return await caller.run(work)
 
