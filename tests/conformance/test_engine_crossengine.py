@@ -44,6 +44,7 @@ from dpsense.engine import (
 )
 from dpsense.noise.entropy import random_bytes
 from dpsense.noise.testing import deterministic_entropy
+from tests.factories import policy_fields
 
 ENGINES = ("duckdb-portable", "spark")
 
@@ -275,19 +276,12 @@ def test_order_statistics_and_collect_agree(engines: dict[str, Engine]) -> None:
 
 # -- whole releases through a Session ----------------------------------------------------------------
 
-POLICY = {
-    "protected": "a person and all their events",
-    "population": 10_000,
-    "planned_releases": 10,
-    "release_window": "2026-12-01/2027-11-30",
-    "delta_rationale": "δ = 1e-7, well below 1/(10 x population)",
-    "per_release_epsilon": 10,
-    "attacker_knowledge": "all but one person's rows",
-    "minimum_useful_accuracy": "counts within ±50",
-    "approved_by": "test steward",
-    "approved_on": "2026-11-29",
-    "next_review": "2027-05-29",
-}
+POLICY = policy_fields(
+    population=10_000,
+    delta_rationale="δ = 1e-7, well below 1/(10 x population)",
+    per_release_epsilon=10,
+    minimum_useful_accuracy="counts within ±50",
+)
 
 
 def release_tables(engine: Engine, source: Any, ledger: Path, seed: int) -> list[pd.DataFrame]:

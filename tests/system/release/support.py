@@ -6,27 +6,14 @@ import numpy as np
 import pandas as pd
 
 import dpsense as dp
+from tests import factories
 
 REGIONS = ["north", "south", "east", "west"]
 
 
 def policy(**changes: object) -> dp.PrivacyPolicy:
-    """A complete privacy policy for tests (population 10^6, per-release ε cap 2)."""
-    values: dict[str, object] = {
-        "protected": "a person and all their events",
-        "population": 1_000_000,
-        "planned_releases": 10,
-        "release_window": "2026-12-01/2027-11-30",
-        "delta_rationale": "δ = 1e-8, well below 1/(10 x population)",
-        "per_release_epsilon": 2,
-        "attacker_knowledge": "all but one person's rows",
-        "minimum_useful_accuracy": "counts within ±100",
-        "approved_by": "test steward",
-        "approved_on": "2026-11-29",
-        "next_review": "2027-05-29",
-    }
-    values.update(changes)
-    return dp.PrivacyPolicy(**values)  # type: ignore[arg-type]
+    """A complete privacy policy for tests (population 10^6, per-release ε cap 2): ``tests.factories.policy``."""
+    return factories.policy(**changes)
 
 
 def planted(persons: int = 600, rows_per_person: int = 3) -> pd.DataFrame:

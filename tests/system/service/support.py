@@ -25,22 +25,11 @@ import numpy as np
 import pandas as pd
 
 from dpsense.ledger import Ledger
+from tests.factories import policy_fields
 
 REGIONS = ["north", "south", "east", "west"]
 ANALYSTS = ("alice", "bob", "carol", "dave")
-POLICY: dict[str, Any] = {
-    "protected": "a person and all their events",
-    "population": 1_000_000,
-    "planned_releases": 100,
-    "release_window": "2026-12-01/2027-11-30",
-    "delta_rationale": "δ = 1e-8, well below 1/(10 x population)",
-    "per_release_epsilon": 2,
-    "attacker_knowledge": "all but one person's rows",
-    "minimum_useful_accuracy": "counts within ±100",
-    "approved_by": "test steward",
-    "approved_on": "2026-11-29",
-    "next_review": "2027-05-29",
-}
+POLICY: dict[str, Any] = policy_fields(planned_releases=100)
 REGISTER: dict[str, Any] = {
     "name": "events",
     "source": "events.csv",
