@@ -24,6 +24,14 @@ _CTX = Context(prec=40)
 _SLACK = Decimal("1e-30")
 
 
+def ratio_text(value: Fraction) -> str:
+    """An exact number as ``"n/d"`` in lowest terms (``Fraction`` keeps it reduced; ``"1/1"`` for one).
+
+    The one spelling of exact numbers in plans, queries, profiles, policies and the ledger.
+    """
+    return f"{value.numerator}/{value.denominator}"
+
+
 def to_fraction(value: NumberLike, *, name: str = "value") -> Fraction:
     """Convert a user-supplied number to an exact ``Fraction`` through its decimal string.
 

@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import Literal
 
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest
+from dpsense.core.numbers import ratio_text
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
 
 Mode = Literal["basic", "zcdp", "pld"]
@@ -31,9 +32,8 @@ Mode = Literal["basic", "zcdp", "pld"]
 Pair = tuple[Fraction, Fraction]
 
 
-def frac_text(value: Fraction) -> str:
-    """Exact text form ``"n/d"`` of a rational."""
-    return f"{value.numerator}/{value.denominator}"
+#: Exact text form ``"n/d"`` of a rational (``core.numbers.ratio_text``, the one spelling).
+frac_text = ratio_text
 
 
 def parse_frac(text: str) -> Fraction:

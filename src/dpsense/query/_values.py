@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
-from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.numbers import NumberLike, ratio_text, to_fraction
 
 #: A literal as the analyst may write it.
 PublicValue = str | bool | int | float | Fraction | Decimal
@@ -169,6 +169,5 @@ def sort_key(value: Value) -> tuple[int, Fraction, str]:
     return (2, Fraction(0), value)
 
 
-def rational(value: Fraction) -> str:
-    """An exact number as ``"n/d"`` in lowest terms (``Fraction`` keeps it reduced)."""
-    return f"{value.numerator}/{value.denominator}"
+#: An exact number as ``"n/d"`` (``core.numbers.ratio_text``, the one spelling).
+rational = ratio_text

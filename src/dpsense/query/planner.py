@@ -45,7 +45,7 @@ from fractions import Fraction
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest, UsageError
-from dpsense.core.numbers import NumberLike
+from dpsense.core.numbers import NumberLike, ratio_text
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
@@ -406,8 +406,7 @@ def _step(
     )
 
 
-def _q(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"
+_q = ratio_text
 
 
 def _num(value: Fraction | Sqrt) -> str:

@@ -33,7 +33,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
-from dpsense.core.numbers import NumberLike
+from dpsense.core.numbers import NumberLike, ratio_text
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class PrivacyPolicy:
         """The policy as plain JSON (ε cap as an exact ``"n/d"`` string)."""
         doc = asdict(self)
         cap = check_epsilon(self.per_release_epsilon)
-        doc["per_release_epsilon"] = f"{cap.numerator}/{cap.denominator}"
+        doc["per_release_epsilon"] = ratio_text(cap)
         return doc
 
     @classmethod

@@ -25,6 +25,7 @@ from typing import Any
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InvalidData, UsageError
+from dpsense.core.numbers import ratio_text
 from dpsense.engine import TableInfo
 from dpsense.query import ColumnKind, Schema
 from dpsense.query._schema import check_bounds
@@ -236,8 +237,7 @@ def _kind(name: str, engine_kind: str, declared: str | None) -> ColumnKind | Non
     return _ENGINE_KINDS.get(engine_kind)
 
 
-def _q(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"
+_q = ratio_text
 
 
 def _plain(value: Any) -> Any:

@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import TokenType, exp
 from sqlglot.dialects.dialect import Dialect
 
+from dpsense.core.numbers import ratio_text
 from dpsense.query._aggregates import Aggregate, count, count_units, mean, median, quantile, sum, variance
 from dpsense.query._builder import Query
 from dpsense.query._schema import Schema
@@ -362,7 +363,7 @@ def _quantile(column: str, q: Fraction) -> tuple[str, Aggregate]:
         raise invalid("a quantile lies in [0, 1]", float(q), "pass e.g. 0.9")
     if q == Fraction(1, 2):  # PERCENTILE_CONT(0.5) is the median: one canonical form, one release
         return f"median({column})", median(column)
-    return f"quantile({column},{q.numerator}/{q.denominator})", quantile(column, q)
+    return f"quantile({column},{ratio_text(q)})", quantile(column, q)
 
 
 def _column_argument(node: exp.Expression, names: Resolver) -> str:
