@@ -15,8 +15,9 @@ import pytest
 from dpsense.audit import release_scenarios as rs
 from dpsense.audit.registry import all_scenarios
 from dpsense.audit.scenarios import Scenario, run_audit
-from dpsense.query import Query, Schema, StepPart, plan
+from dpsense.query import Query, Schema, StepPart
 from dpsense.query import _aggregates as q
+from dpsense.statistics import plan
 
 pytestmark = pytest.mark.statistical
 

@@ -7,7 +7,7 @@ by looking at the data is itself a leak); ``release/`` executes the steps and re
 ``assert_loss_equals`` before it charges.
 
 Mechanism choice, parts, contribution bound and sensitivity per statistic: one module each in
-``dpsense.query.statistics`` (the registry ``STATISTICS``); the planner itself is generic:
+``dpsense.statistics`` (the registry ``STATISTICS``, passed in as ``rules``); the planner itself is generic:
 
 * count, count_units, sum, histogram: Laplace (pure ε-DP); Gaussian when the analyst asks for it and
   delta > 0; geometric on request for counts.
@@ -52,7 +52,7 @@ from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism, RecordCost, mechanism_named
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import Choice, calibrated_changes, norm_for, unit_record_cost
-from dpsense.query.statistics import Facts, choose, statistic
+from dpsense.query._rules import Facts, Rules, StatisticRule, choose
 from dpsense.sensitivity import Norm, Sqrt
 
 __all__ = ["Plan", "PlanStep", "StepPart", "assert_loss_equals", "plan"]
@@ -99,6 +99,7 @@ class PlanStep:
     loss: PureDP | ApproxDP
     mechanism_epsilon: Fraction
     record_cost: int | None = None
+    note: str = ""  # the explain report's note after the sensitivity (not serialised: the rule's text)
 
     @property
     def changes_per_call(self) -> int:
@@ -186,6 +187,7 @@ def plan(
     adjacency: Adjacency | str,
     public_n: int | None = None,
     max_rows_per_unit: int | None = None,
+    rules: Rules,
 ) -> Plan:
     """Plan a release of ``ir`` at exactly (``epsilon``, ``delta``) under the declared adjacency.
 
@@ -196,6 +198,7 @@ def plan(
         adjacency: ``"add_remove"`` or ``"replace"``.
         public_n: the public number of rows averaged by an ungrouped mean (replace adjacency only).
         max_rows_per_unit: the dataset's contribution bound C, used where an aggregate declares none.
+        rules: each statistic's rule by kind (``dpsense.statistics.STATISTICS``).
 
     Raises:
         UsageError: invalid parameters or overrides, an unknown contribution bound, an unused δ.
@@ -208,12 +211,12 @@ def plan(
     n = _check_public_n(public_n, adj)
     selecting = _keys_to_select(ir, dlt)
     grouped = bool(ir.group_by)
-    parts = {a.name: statistic(a.kind).parts(a, adjacency=adj, public_n=n, grouped=grouped) for a in ir.aggregates}
+    parts = {a.name: _rule(rules, a).parts(a, adjacency=adj, public_n=n, grouped=grouped) for a in ir.aggregates}
     k = sum(len(p) for p in parts.values()) + (1 if selecting else 0)
     share = eps / k
     drafts: list[tuple[AggregateIR, StepPart, Choice, int | None]] = []
     for agg in ir.aggregates:
-        stat = statistic(agg.kind)
+        stat = _rule(rules, agg)
         rows = stat.rows(agg, dataset_rows=max_rows_per_unit, groups=ir.max_groups_per_unit, grouped=grouped)
         row_level = stat.data_dependent
         run_eps = share
@@ -224,7 +227,7 @@ def plan(
             run_eps = share / cost
         choice = choose(stat, agg, mechanism_epsilon=run_eps, delta=dlt)
         drafts.extend(
-            (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(agg, part) else choice, rows) for part in parts[agg.name]
+            (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(stat, part) else choice, rows) for part in parts[agg.name]
         )
     k_delta = sum(1 for _, _, c, _ in drafts if c.uses_delta) + (1 if selecting else 0)
     if dlt > 0 and k_delta == 0:
@@ -238,7 +241,7 @@ def plan(
         steps.append(_selection_step(ir, adj, ApproxDP(share, dlt / k_delta)))
     for agg, part, choice, rows in drafts:
         loss: PureDP | ApproxDP = ApproxDP(share, dlt / k_delta) if choice.uses_delta else PureDP(share)
-        steps.append(_step(agg, part, choice, rows, ir.max_groups_per_unit, adj, n, grouped, loss))
+        steps.append(_step(_rule(rules, agg), agg, part, choice, rows, ir.max_groups_per_unit, adj, n, grouped, loss))
     requested: PureDP | ApproxDP = ApproxDP(eps, dlt) if dlt > 0 else PureDP(eps)
     result = Plan(ir.dataset, ir.fingerprint(), adj, requested, n, tuple(steps))
     assert_loss_equals(result, requested)
@@ -275,8 +278,15 @@ _PUBLIC_N_COUNT = Choice(
 )
 
 
-def _is_public_n_count(agg: AggregateIR, part: StepPart) -> bool:
-    return part is StepPart.COUNT and statistic(agg.kind).data_dependent
+def _is_public_n_count(rule: StatisticRule, part: StepPart) -> bool:
+    return part is StepPart.COUNT and rule.data_dependent
+
+
+def _rule(rules: Rules, agg: AggregateIR) -> StatisticRule:
+    rule = rules.get(agg.kind)
+    if rule is None:
+        raise InternalError(f"no statistic rule for {agg.kind.value}")
+    return rule
 
 
 def _keys_to_select(ir: QueryIR, delta: Fraction) -> bool:
@@ -365,6 +375,7 @@ def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
 
 
 def _step(
+    rule: StatisticRule,
     agg: AggregateIR,
     part: StepPart,
     choice: Choice,
@@ -382,7 +393,7 @@ def _step(
     if choice.mechanism.is_global:
         norm = norm_for(choice)
         facts = Facts(adjacency=adj, rows=rows, groups=groups, grouped=grouped, public_n=n, norm=norm)
-        sensitivity = statistic(agg.kind).sensitivity(agg, part, facts)
+        sensitivity = rule.sensitivity(agg, part, facts)
     elif rows is not None:
         cost = unit_record_cost(choice.mechanism, adjacency=adj, rows=rows, groups=groups, grouped=grouped)
         run_eps = loss.epsilon / cost
@@ -403,6 +414,7 @@ def _step(
         loss=loss,
         mechanism_epsilon=run_eps,
         record_cost=cost,
+        note=rule.explain_note(part, n) if sensitivity is not None else "",
     )
 
 
@@ -450,7 +462,7 @@ def _explain_step(s: PlanStep, public_n: int | None) -> str:
         text += f" in at most {s.max_groups_per_unit} group(s)"
     if s.sensitivity is not None and s.norm is not None:
         text += f"; global {s.norm.value.upper()} sensitivity {_num(s.sensitivity)}"
-        text += statistic(s.statistic).explain_note(s.part, public_n)
+        text += s.note
     else:
         text += "; noise calibrated inside the mechanism from the public bounds, no global sensitivity"
     text += f"; charged ε = {_num(s.loss.epsilon)}"

@@ -48,7 +48,6 @@ from dpsense.engine import (
     predicate,
 )
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
-from dpsense.query.statistics import STATISTICS
 from dpsense.release._bounds import bounds_output_names, release_bounds
 from dpsense.release._data_dependent import ALL_ROWS, DataDependentSteps
 from dpsense.release._steps import (
@@ -61,6 +60,7 @@ from dpsense.release._steps import (
     mean_error,
     variance_error,
 )
+from dpsense.statistics import STATISTICS
 
 _ORDER_KINDS = (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
 _COUNT_KINDS = (AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM, AggregateKind.CLIPPED_COUNT)

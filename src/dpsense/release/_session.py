@@ -53,6 +53,7 @@ from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
 from dpsense.release._shared import SharedSnapshots
 from dpsense.release._sql import SqlRelease
+from dpsense.statistics import STATISTICS
 
 if TYPE_CHECKING:
     from dpsense.query.sql import SqlQuery
@@ -286,6 +287,7 @@ class Session:
             adjacency=dataset.profile.adjacency,
             public_n=public_n,
             max_rows_per_unit=dataset.profile.max_rows_per_unit,
+            rules=STATISTICS,
         )
         check_executable(ir, result)
         admit(

@@ -13,10 +13,11 @@ import math
 import pytest
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.query import Mechanism, Query, Schema, StepPart, plan
+from dpsense.query import Mechanism, Query, Schema, StepPart
 from dpsense.query import _aggregates as q
 from dpsense.query._planner_rules import calibrated_changes, unit_record_cost
 from dpsense.sensitivity import Sqrt
+from dpsense.statistics import plan
 
 
 def _compositions(total: int, parts: int, support: int) -> list[tuple[int, ...]]:

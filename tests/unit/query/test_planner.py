@@ -10,9 +10,8 @@ import dpsense.query as q
 from dpsense.accounting import compose_basic
 from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.query import Mechanism, Plan, Query, RecordCost, Schema, StepPart, assert_loss_equals, plan
+from dpsense.query import Mechanism, Plan, Query, RecordCost, Schema, StepPart, assert_loss_equals
 from dpsense.query._mechanisms import MECHANISMS
-from dpsense.query.statistics import ALLOWED_MECHANISMS
 from dpsense.sensitivity import (
     Bounds,
     ContributionBound,
@@ -25,6 +24,7 @@ from dpsense.sensitivity import (
     mean_sensitivity_public_n,
     sum_sensitivity,
 )
+from dpsense.statistics import ALLOWED_MECHANISMS, plan
 
 ADJ = ("add_remove", "replace")
 

@@ -18,8 +18,8 @@ from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import centered_sensitivity_for, squares_sensitivity
-from dpsense.query.statistics._base import ADDITIVE, Facts, Statistic, bounds_of
 from dpsense.sensitivity import Sqrt
+from dpsense.statistics._base import ADDITIVE, Facts, Statistic, bounds_of
 
 
 class Variance(Statistic):

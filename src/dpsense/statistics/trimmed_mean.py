@@ -14,8 +14,8 @@ from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
-from dpsense.query.statistics._base import M
-from dpsense.query.statistics._smooth_default import SmoothDefault
+from dpsense.statistics._base import M
+from dpsense.statistics._smooth_default import SmoothDefault
 
 
 class TrimmedMean(SmoothDefault):

@@ -17,8 +17,8 @@ from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import count_sensitivity
-from dpsense.query.statistics._base import COUNTING, Facts, Statistic
 from dpsense.sensitivity import Sqrt
+from dpsense.statistics._base import COUNTING, Facts, Statistic
 
 
 class Count(Statistic):

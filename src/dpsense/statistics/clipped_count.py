@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from dpsense.query._aggregates import AggregateKind
-from dpsense.query.statistics.count import Count
+from dpsense.statistics.count import Count
 
 
 class ClippedCount(Count):

@@ -11,8 +11,8 @@ from typing import ClassVar
 
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._mechanisms import Mechanism
-from dpsense.query.statistics._base import M
-from dpsense.query.statistics._smooth_default import SmoothDefault
+from dpsense.statistics._base import M
+from dpsense.statistics._smooth_default import SmoothDefault
 
 
 class TriangleCount(SmoothDefault):

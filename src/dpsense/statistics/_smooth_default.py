@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from dpsense.query._ir import AggregateIR
 from dpsense.query._planner_rules import Choice
-from dpsense.query.statistics._base import Statistic
+from dpsense.statistics._base import Statistic
 
 
 class SmoothDefault(Statistic):

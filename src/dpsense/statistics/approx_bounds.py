@@ -14,7 +14,7 @@ from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._planner_rules import Choice
-from dpsense.query.statistics.histogram import Histogram
+from dpsense.statistics.histogram import Histogram
 
 
 class ApproxBounds(Histogram):

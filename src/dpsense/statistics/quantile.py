@@ -19,7 +19,7 @@ from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import QUANTILE_INVSENS_FROM_EPSILON, Choice
-from dpsense.query.statistics._base import M, Statistic, needs_public_n
+from dpsense.statistics._base import M, Statistic, needs_public_n
 
 
 class Quantile(Statistic):

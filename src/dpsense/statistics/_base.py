@@ -1,8 +1,8 @@
 """What every statistic states for the planner: its mechanisms, default, parts, contribution bound, sensitivity.
 
 A statistic is one module of this package with one ``Statistic`` subclass; the registry
-(``dpsense.query.statistics.STATISTICS``) lists them. The planner (``query.planner``) is generic: it
-asks the statistic of each aggregate for
+(``dpsense.statistics.STATISTICS``) lists them. The planner (``query.planner``) is generic: it is
+given the registry (``query._rules.StatisticRule``) and asks the statistic of each aggregate for
 
 * ``mechanisms`` (the ones an analyst may name, the default first where it is fixed) and ``default``
   (the choice from public facts when the analyst names none);
@@ -18,7 +18,6 @@ Everything here is a function of public facts; nothing reads data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
 
@@ -29,30 +28,13 @@ from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Family, Mechanism, mechanism_named
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import Choice, count_sensitivity
-from dpsense.sensitivity import Bounds, Norm, Sqrt
+from dpsense.query._rules import Facts as Facts
+from dpsense.sensitivity import Bounds, Sqrt
 
 M = Mechanism
 #: The counting mechanisms and the additive ones (Laplace first: the default).
 COUNTING = (M.LAPLACE, M.GAUSSIAN, M.GEOMETRIC)
 ADDITIVE = (M.LAPLACE, M.GAUSSIAN)
-
-
-@dataclass(frozen=True)
-class Facts:
-    """The public facts a step's sensitivity depends on."""
-
-    adjacency: Adjacency
-    rows: int | None  # C, the contribution bound of the aggregate (None for count_units)
-    groups: int | None  # C0, the groups one unit may touch (grouped queries)
-    grouped: bool
-    public_n: int | None
-    norm: Norm
-
-    def bounded_rows(self, agg: AggregateIR) -> int:
-        """C, which every statistic but count_units has (``Statistic.rows`` refuses a missing one first)."""
-        if self.rows is None:
-            raise InternalError(f"no contribution bound for {agg.name!r}")
-        return self.rows
 
 
 class Statistic:
@@ -108,30 +90,3 @@ def needs_public_n(agg: AggregateIR) -> bool:
     """An order statistic released by smooth sensitivity or PTR runs on values resized to a noisy count."""
     named = None if agg.mechanism is None else mechanism_named(agg.mechanism)
     return named is not None and named.family in (Family.SMOOTH, Family.PTR)
-
-
-def choose(statistic: Statistic, agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) -> Choice:
-    """The analyst's valid override, else the statistic's public default for this ε."""
-    allowed = statistic.mechanisms
-    if agg.mechanism is None:
-        return statistic.default(agg, mechanism_epsilon=mechanism_epsilon)
-    named = mechanism_named(agg.mechanism)
-    if named is None or named not in allowed:
-        raise UsageError(
-            f"mechanism {agg.mechanism!r} is not valid for {agg.kind.value} {agg.name!r}",
-            agg.mechanism,
-            f"use one of: {', '.join(allowed)}, or omit mechanism= for the default",
-        )
-    if named is M.GAUSSIAN and delta == 0:
-        raise UsageError(
-            f"the Gaussian mechanism for {agg.name!r} needs delta > 0",
-            agg.mechanism,
-            "pass delta > 0 to the release, or use mechanism='laplace' for pure ε-DP",
-        )
-    if named.family is Family.PTR and delta == 0:
-        raise UsageError(
-            f"Propose-Test-Release for {agg.name!r} needs delta > 0 (its test fails to refuse with chance δ)",
-            agg.mechanism,
-            "pass delta > 0 to the release, or omit mechanism= for a pure ε-DP default",
-        )
-    return Choice(named, "analyst", "requested by the analyst")

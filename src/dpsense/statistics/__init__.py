@@ -1,0 +1,83 @@
+"""The statistics dpsense releases: one module each, and this registry (one entry per statistic).
+
+Each module states a statistic's planner rule: the mechanisms an analyst may name and the default,
+the parts it is released in, its contribution bound and its global sensitivity per adjacency x
+grouping (``_base.Statistic``). Adding a statistic: its module, its tests, an entry below (and its
+``AggregateKind`` and constructor in ``query._aggregates``).
+"""
+
+from __future__ import annotations
+
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.numbers import NumberLike
+from dpsense.query._aggregates import AggregateKind
+from dpsense.query._ir import QueryIR
+from dpsense.query._mechanisms import Mechanism
+from dpsense.query._rules import Facts
+from dpsense.query.planner import Plan
+from dpsense.query.planner import plan as plan_with_rules
+from dpsense.statistics._base import Statistic
+from dpsense.statistics.approx_bounds import ApproxBounds
+from dpsense.statistics.clipped_count import ClippedCount
+from dpsense.statistics.count import Count
+from dpsense.statistics.count_units import CountUnits
+from dpsense.statistics.histogram import Histogram
+from dpsense.statistics.mean import Mean
+from dpsense.statistics.min_distance import MinDistance
+from dpsense.statistics.quantile import Median, Quantile
+from dpsense.statistics.sum import Sum
+from dpsense.statistics.triangle_count import TriangleCount
+from dpsense.statistics.trimmed_mean import TrimmedMean
+from dpsense.statistics.variance import Variance
+
+#: Every statistic, by kind.
+STATISTICS: dict[AggregateKind, Statistic] = {
+    s.kind: s
+    for s in (
+        Count(),
+        CountUnits(),
+        ClippedCount(),
+        Histogram(),
+        Sum(),
+        Mean(),
+        Variance(),
+        Median(),
+        Quantile(),
+        TrimmedMean(),
+        MinDistance(),
+        TriangleCount(),
+        ApproxBounds(),
+    )
+}
+
+#: The mechanisms an analyst may name per statistic (a view of the registry).
+ALLOWED_MECHANISMS: dict[AggregateKind, tuple[Mechanism, ...]] = {k: s.mechanisms for k, s in STATISTICS.items()}
+
+
+def statistic(kind: AggregateKind) -> Statistic:
+    """The registered statistic of ``kind``."""
+    return STATISTICS[kind]
+
+
+def plan(
+    ir: QueryIR,
+    *,
+    epsilon: NumberLike,
+    delta: NumberLike = 0,
+    adjacency: Adjacency | str,
+    public_n: int | None = None,
+    max_rows_per_unit: int | None = None,
+) -> Plan:
+    """``dpsense.query.plan`` with every registered statistic's rule (what the Session plans with)."""
+    return plan_with_rules(
+        ir,
+        epsilon=epsilon,
+        delta=delta,
+        adjacency=adjacency,
+        public_n=public_n,
+        max_rows_per_unit=max_rows_per_unit,
+        rules=STATISTICS,
+    )
+
+
+__all__ = ["ALLOWED_MECHANISMS", "STATISTICS", "Facts", "Statistic", "plan", "statistic"]
