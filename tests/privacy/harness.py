@@ -43,8 +43,9 @@ from dpsense.core.errors import ChargedFailure, DPSenseError
 from dpsense.engine._duckdb import DuckDBEngine
 from dpsense.noise.testing import deterministic_entropy
 from dpsense.query import PlanStep
-from dpsense.release import _data_dependent, _executor, _steps
+from dpsense.release import _data_dependent, _executor
 from dpsense.sensitivity import Norm, Sqrt
+from dpsense.statistics import _steps
 from tests.system.release.support import policy as support_policy
 
 F64 = NDArray[np.float64]
@@ -313,7 +314,7 @@ def capturing() -> Iterator[Capture]:
             cap.add("additive", step, np.array(values, dtype=np.float64, copy=True).reshape(-1))
             return original_additive(step, values, **kw)
 
-        for module in (_steps, _executor, _data_dependent):
+        for module in (_steps, _data_dependent):  # the statistics call _steps.additive_noise through the module
             mp.setattr(module, "additive_noise", additive)
 
         original_order = _data_dependent.order_release

@@ -30,7 +30,7 @@ from dpsense.mechanisms.laplace import laplace_scale_ok
 from dpsense.mechanisms.ptr import check_plan_parameters, ptr_distance_cap
 from dpsense.noise import exact
 from dpsense.query import AggregateKind, Family, Mechanism, Plan, PlanStep, QueryIR, StepPart
-from dpsense.release._steps import _sensitivity, ptr_record_budget
+from dpsense.statistics._steps import _sensitivity, ptr_record_budget
 
 M = Mechanism
 _FIX = "ask for a larger epsilon (or, for a grouped release, fewer public keys)"

@@ -28,7 +28,11 @@ from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, Engine, count_present, count_units
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
-from dpsense.release._steps import (
+from dpsense.sensitivity.graph import UndirectedGraph
+from dpsense.sensitivity.order_statistics import RankedValues
+from dpsense.sensitivity.public_n import resize_to_public_n
+from dpsense.statistics._steps import (
+    ALL_ROWS,
     CONFIDENCE,
     Output,
     additive_noise,
@@ -38,12 +42,6 @@ from dpsense.release._steps import (
     ptr_note,
     ptr_record_budget,
 )
-from dpsense.sensitivity.graph import UndirectedGraph
-from dpsense.sensitivity.order_statistics import RankedValues
-from dpsense.sensitivity.public_n import resize_to_public_n
-
-#: A bound on rows per unit large enough to keep every row (for distinct-unit counts).
-ALL_ROWS = (1 << 31) - 1
 
 
 class DataDependentSteps(ABC):
@@ -61,7 +59,7 @@ class DataDependentSteps(ABC):
     def view(self, rows: int, group_column: str | None = None) -> BoundedView:
         """The release's bounded view with at most ``rows`` rows per unit (the runner caches them)."""
 
-    def _rows(self, step: PlanStep) -> int:
+    def step_rows(self, step: PlanStep) -> int:
         if step.max_rows_per_unit is None:
             raise InternalError(f"step {step.output!r} has no contribution bound")
         return step.max_rows_per_unit
@@ -75,7 +73,7 @@ class DataDependentSteps(ABC):
         stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
         return [stacked[np.asarray(labels == key)] for key in self.keys or []]
 
-    def _order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+    def order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
         if q is None:
             raise InternalError("a quantile without q")
@@ -98,7 +96,7 @@ class DataDependentSteps(ABC):
 
     def present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
         """Per output group, the bounded values of the statistic's column (missing ones left out)."""
-        groups = self._values_by_group(self.view(self._rows(step)), [agg.columns[0]])
+        groups = self._values_by_group(self.view(self.step_rows(step)), [agg.columns[0]])
         return [g[:, 0][~np.isnan(g[:, 0])] for g in groups]
 
     def _public_n_statistic(
@@ -148,7 +146,7 @@ class DataDependentSteps(ABC):
         )
 
     def _ranked_values(self, agg: AggregateIR, step: PlanStep, bounds: tuple[float, float]) -> RankedValues:
-        view = self.view(self._rows(step))
+        view = self.view(self.step_rows(step))
         column = agg.columns[0]
         (row,) = self.engine.group_aggregates(
             view, group_column=None, keys=None, aggregates=[count_present(column, "present")]
@@ -207,9 +205,9 @@ class DataDependentSteps(ABC):
             return float(result.value), ""
         raise InternalError(f"{mechanism!r} does not run on a public n")
 
-    def _min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+    def min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
         low, high = inward_interval(*agg.bounds[0])
-        points = self._values_by_group(self.view(self._rows(step)), list(agg.columns))[0]
+        points = self._values_by_group(self.view(self.step_rows(step)), list(agg.columns))[0]
         points = points[~np.isnan(points).any(axis=1)]
         eps = step.mechanism_epsilon
         if step.mechanism is Mechanism.PTR_MIN_DISTANCE:
@@ -262,12 +260,12 @@ class DataDependentSteps(ABC):
         kept = [key for (key, _), keep in zip(candidates, chosen.keep, strict=True) if keep]
         return sorted(kept, key=lambda k: (type(k).__name__, k)), chosen.loss
 
-    def _trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+    def trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         """A noisy count as the public n, then the floor(t n^)-trimmed mean (``_public_n_statistic``)."""
         by_part = {s.part: s for s in steps}
         return self._public_n_statistic(agg, by_part[StepPart.COUNT], by_part[StepPart.VALUE])
 
-    def _triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+    def triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
         """Triangles of the graph on the public vertex set whose edges are the bounded rows (edge-level DP).
 
         Each kept row is an undirected edge; rows with an endpoint outside the public vertex set, self
@@ -277,7 +275,7 @@ class DataDependentSteps(ABC):
         """
         vertices = [self.engine_key(v) for v in agg.keys or ()]
         index = {v: i for i, v in enumerate(vertices)}
-        view = self.view(self._rows(step))
+        view = self.view(self.step_rows(step))
         data = self.engine.collect(view, columns=list(agg.columns), max_rows=self.max_collect_rows)
         src, dst = (data[c] for c in agg.columns)
         pairs = {

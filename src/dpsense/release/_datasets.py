@@ -30,7 +30,7 @@ from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
 from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
 from dpsense.release._progress import REGISTRATION_STAGES, Progress, no_progress
-from dpsense.release._steps import bounded_sum
+from dpsense.statistics._steps import bounded_sum
 
 
 @dataclass(frozen=True)

@@ -23,47 +23,29 @@ Rules kept here:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
-from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
     Engine,
     GroupRow,
     Predicate,
-    centered_squares,
-    count_outside,
-    count_present,
-    count_rows,
-    count_units,
     predicate,
 )
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
-from dpsense.release._bounds import bounds_output_names, release_bounds
-from dpsense.release._data_dependent import ALL_ROWS, DataDependentSteps
-from dpsense.release._steps import (
-    CONFIDENCE,
-    Output,
-    accuracy_note,
-    additive_noise,
-    bounded_sum,
-    error_bounds,
-    mean_error,
-    variance_error,
-)
+from dpsense.release._data_dependent import DataDependentSteps
 from dpsense.statistics import STATISTICS
+from dpsense.statistics._steps import (
+    Output,
+)
+from dpsense.statistics.approx_bounds import bounds_output_names
 
-_ORDER_KINDS = (AggregateKind.MEDIAN, AggregateKind.QUANTILE)
-_COUNT_KINDS = (AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM, AggregateKind.CLIPPED_COUNT)
 _REFUSED: dict[AggregateKind, str] = {}
 
 
@@ -234,7 +216,7 @@ class _Runner(DataDependentSteps):
         self.engine, self.table, self.unit, self.salt, self.where = engine, table, unit, salt, where
         self.group_column, self.keys, self.max_groups, self.plan = group_column, keys, max_groups, plan
         self.views: dict[tuple[int, str | None], BoundedView] = {}
-        self.fetched: dict[int, list[GroupRow]] = {}
+        self.fetched_rows: dict[int, list[GroupRow]] = {}
         self.constant_work: int | None = None
         self.max_collect_rows: int | None = None
         self.engine_key: Callable[[Any], Any] = lambda value: value
@@ -244,42 +226,18 @@ class _Runner(DataDependentSteps):
         wanted: dict[int, list[Any]] = {}
         for agg in ir.aggregates:
             steps = [s for s in self.plan.steps if s.output == agg.name]
-            specs = self._additive_specs(agg, steps)
+            specs = STATISTICS[agg.kind].additive_specs(self, agg, steps)
             if specs is not None:
                 wanted.setdefault(specs[0], []).extend(specs[1])
         for rows, aggregates in wanted.items():
-            self.fetched[rows] = self._groups(self.view(rows), aggregates)
+            self.fetched_rows[rows] = self._groups(self.view(rows), aggregates)
 
-    def _additive_specs(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
-        kind = agg.kind
-        if kind is AggregateKind.COUNT_UNITS:
-            return (ALL_ROWS if self.group_column is not None else 1), [count_units(f"{agg.name}|n")]
-        if kind in (AggregateKind.COUNT, AggregateKind.HISTOGRAM):
-            return self._rows(steps[0]), [count_rows(f"{agg.name}|n")]
-        if kind is AggregateKind.CLIPPED_COUNT:
-            # a double lies in the declared bounds exactly when it lies in their inward double interval
-            lo, hi = inward_interval(*agg.bounds[0])
-            outside = count_outside(agg.columns[0], low=lo, high=hi, name=f"{agg.name}|n")
-            return self._rows(steps[0]), [outside]
-        if kind in (AggregateKind.SUM, AggregateKind.MEAN, AggregateKind.VARIANCE):
-            low, high = agg.bounds[0]
-            column = agg.columns[0]
-            spec = bounded_sum(column, low, high, name=f"{agg.name}|s")
-            if kind is AggregateKind.SUM:
-                return self._rows(steps[0]), [spec]
-            # the denominator counts the rows whose value is present, as the clipped sum does
-            specs: list[Any] = [spec, count_present(column, f"{agg.name}|n")]
-            if kind is AggregateKind.VARIANCE:
-                inside = inward_interval(low, high)  # the clip stays inside the bounds of the sensitivity
-                specs.append(centered_squares(column, low=inside[0], high=inside[1], name=f"{agg.name}|q"))
-            return self._rows(steps[0]), specs
-        return None
-
-    def _fetched(self, agg: AggregateIR, steps: list[PlanStep]) -> list[GroupRow]:
-        specs = self._additive_specs(agg, steps)
-        if specs is None or specs[0] not in self.fetched:
+    def fetched(self, agg: AggregateIR, steps: list[PlanStep]) -> list[GroupRow]:
+        """The prefetched group aggregates of a global statistic (its view's one scan)."""
+        specs = STATISTICS[agg.kind].additive_specs(self, agg, steps)
+        if specs is None or specs[0] not in self.fetched_rows:
             raise InternalError(f"no prefetched aggregates for {agg.name!r}")
-        return self.fetched[specs[0]]
+        return self.fetched_rows[specs[0]]
 
     def view(self, rows: int, group_column: str | None = None) -> BoundedView:
         group_column = group_column or self.group_column
@@ -298,140 +256,11 @@ class _Runner(DataDependentSteps):
         return self.views[key]
 
     def run(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[list[Output], list[PrivacyLoss]]:
-        """The output columns of one aggregate (one, or two for ``approx_bounds``) and their step losses."""
-        if agg.kind is AggregateKind.APPROX_BOUNDS:
-            return release_bounds(agg, steps[0], self.present_values(agg, steps[0])[0], self.plan.adjacency)
-        output, losses = self._run_one(agg, steps)
-        return [output], losses
-
-    def _run_one(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
-        kind = agg.kind
-        if kind in (
-            AggregateKind.COUNT,
-            AggregateKind.COUNT_UNITS,
-            AggregateKind.HISTOGRAM,
-            AggregateKind.CLIPPED_COUNT,
-        ):
-            return self._count(agg, steps[0])
-        if kind is AggregateKind.SUM:
-            return self._sum(agg, steps[0])
-        if kind is AggregateKind.MEAN:
-            return self._mean(agg, steps)
-        if kind is AggregateKind.VARIANCE:
-            return self._variance(agg, steps)
-        if kind in _ORDER_KINDS:
-            return self._order_statistic(agg, steps)
-        if kind is AggregateKind.MIN_DISTANCE:
-            return self._min_distance(agg, steps[0])
-        if kind is AggregateKind.TRIMMED_MEAN:
-            return self._trimmed_mean(agg, steps)
-        if kind is AggregateKind.TRIANGLE_COUNT:
-            return self._triangle_count(agg, steps[0])
-        raise InternalError(f"no executor for {kind.value}")  # check_executable refuses these first
-
-    # -- additive statistics -------------------------------------------------------------------------
-
-    def _count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        rows = self._fetched(agg, [step])  # a histogram is released alone: the runner groups by its column
-        counts = np.array([r.counts[f"{agg.name}|n"] for r in rows], dtype=np.int64)
-        result = additive_noise(step, counts)
-        values = [max(0, round(float(v))) for v in np.atleast_1d(result.value)]
-        error = error_bounds(result, len(values))
-        out = Output(agg.name, values, error, accuracy_note(result), ["rounded to an integer, negatives set to 0"])
-        if agg.kind is AggregateKind.HISTOGRAM:
-            out.post_processing.append(f"one value per public key of {agg.columns[0]!r}, in key order")
-        return out, [result.loss]
+        """The output columns of one aggregate and their step losses: its statistic's run (``dpsense.statistics``)."""
+        return STATISTICS[agg.kind].run(self, agg, steps)
 
     def _groups(self, view: BoundedView, aggregates: list[Any]) -> list[GroupRow]:
         return self.engine.group_aggregates(view, group_column=self.group_column, keys=self.keys, aggregates=aggregates)
-
-    def _sum(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
-        rows = self._fetched(agg, [step])
-        name = f"{agg.name}|s"
-        # float(units) rounds once, scaling by a power of two is exact: float(Fraction) without the Fraction
-        sums = np.array([math.ldexp(float(r.sums[name].units), r.sums[name].grid_exponent) for r in rows])
-        result = additive_noise(step, sums)
-        values = [float(v) for v in np.atleast_1d(result.value)]
-        return Output(agg.name, values, error_bounds(result, len(values)), accuracy_note(result)), [result.loss]
-
-    def _mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
-        low, high = agg.bounds[0]
-        by_part = {s.part: s for s in steps}
-        clamp = f"clamped to the public bounds [{float(low):g}, {float(high):g}]"
-        total, count = by_part[StepPart.CENTERED_SUM], by_part[StepPart.COUNT]
-        rows = self._fetched(agg, steps)
-        s_name, n_name = f"{agg.name}|s", f"{agg.name}|n"
-        mid = (low + high) / 2
-        centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
-        counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
-        beta = 1 - CONFIDENCE
-        noisy_sum = additive_noise(total, centered, confidence=1 - beta / 2)
-        noisy_count = additive_noise(count, counts, confidence=1 - beta / 2)
-        sums_out = np.atleast_1d(noisy_sum.value).astype(np.float64)
-        counts_out = np.atleast_1d(noisy_count.value).astype(np.float64)
-        half = float(high - low) / 2
-        values: list[Any] = []
-        errors: list[float | None] = []
-        for s, c in zip(sums_out, counts_out, strict=True):
-            estimate = float(mid) + (s / c if c >= 1 else 0.0)
-            values.append(min(max(estimate, float(low)), float(high)))
-            errors.append(mean_error(noisy_sum, noisy_count, c, half))
-        note = (
-            "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
-            "|error| <= (b_sum + (U-L)/2 * b_count) / n^ with b at 97.5% each, so it grows as the group "
-            "shrinks and is the full range when n^ < 1"
-        )
-        post = [clamp, "the midpoint when the noisy count is below 1"]
-        return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_count.loss]
-
-    def _variance(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
-        """Population variance from three noisy releases: centred sum S1, centred squares S2, count N.
-
-        With a = S2/N in [0, h**2] and m = S1/N in [-h, h] (h the public half-width), the estimate is
-        ``clamp(S2^/N^ - clamp(S1^/N^, -h, h)**2, 0, h**2)``. Post-processing of the three releases, so
-        is its error bound: |S2^/N^ - a| <= (b2 + h**2 bn)/N^ and |m^ - m| <= (b1 + h bn)/N^, whence
-        |error| <= (b2 + h**2 bn + 2 h (b1 + h bn)) / N^ (capped at h**2), with each b at 1 - β/3 so the
-        three hold together with probability >= 0.95 (union bound).
-        """
-        low, high = agg.bounds[0]
-        by_part = {s.part: s for s in steps}
-        rows = self._fetched(agg, steps)
-        s_name, n_name, q_name = f"{agg.name}|s", f"{agg.name}|n", f"{agg.name}|q"
-        mid = (low + high) / 2
-        centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
-        squares = np.array([float(r.sums[q_name].value) for r in rows], dtype=np.float64)
-        counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
-        confidence = 1 - (1 - CONFIDENCE) / 3
-        noisy_sum = additive_noise(by_part[StepPart.CENTERED_SUM], centered, confidence=confidence)
-        noisy_squares = additive_noise(by_part[StepPart.CENTERED_SQUARES], squares, confidence=confidence)
-        noisy_count = additive_noise(by_part[StepPart.COUNT], counts, confidence=confidence)
-        half = float(high - low) / 2
-        top = half * half
-        values: list[Any] = []
-        errors: list[float | None] = []
-        for s1, s2, n in zip(
-            np.atleast_1d(noisy_sum.value).astype(np.float64),
-            np.atleast_1d(noisy_squares.value).astype(np.float64),
-            np.atleast_1d(noisy_count.value).astype(np.float64),
-            strict=True,
-        ):
-            if n < 1:
-                values.append(top / 3)  # the variance of a uniform value on the bounds: public
-                errors.append(top)
-                continue
-            m = min(max(float(s1) / n, -half), half)
-            values.append(min(max(float(s2) / n - m * m, 0.0), top))
-            errors.append(variance_error(noisy_sum, noisy_squares, noisy_count, float(n), half))
-        note = (
-            "population variance (divisor n^) from a noisy centred sum, a noisy sum of squared centred values "
-            "and a noisy count; the error bound uses the released n^: |error| <= (b_sq + h^2 b_n + 2h (b_sum + "
-            "h b_n)) / n^ with h = (U-L)/2 and each b at 98.3%, so it grows as the group shrinks"
-        )
-        post = [
-            f"clamped to [0, ((U-L)/2)^2] = [0, {top:g}]",
-            "the variance of a uniform value on the bounds when the noisy count is below 1",
-        ]
-        return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_squares.loss, noisy_count.loss]
 
 
 #: Statistics whose steps collect the bounded rows to the driver (``Engine.collect``): the registry's ``collects``.

@@ -57,7 +57,7 @@ from dpsense.statistics import STATISTICS
 
 if TYPE_CHECKING:
     from dpsense.query.sql import SqlQuery
-from dpsense.release._steps import loss_pair
+from dpsense.statistics._steps import loss_pair
 
 #: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
 MECHANISM_VERSION = "dpsense-release/2"

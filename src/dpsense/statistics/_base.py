@@ -19,19 +19,68 @@ Everything here is a function of public facts; nothing reads data.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UsageError
+from dpsense.core.privacy_loss import PrivacyLoss
+from dpsense.engine import GroupRow
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Family, Mechanism, mechanism_named
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import Choice, count_sensitivity
 from dpsense.query._rules import Facts as Facts
+from dpsense.query.planner import Plan, PlanStep
 from dpsense.sensitivity import Bounds, Sqrt
+from dpsense.statistics._steps import Output
 
 M = Mechanism
+#: What one statistic's run produces: its output columns and the realised loss of each of its steps.
+Produced = tuple[list[Output], list[PrivacyLoss]]
+
+
+class Runner(Protocol):
+    """What a statistic's run code asks of the release's runner (``release._executor._Runner``).
+
+    The runner owns the release's bounded views (one per contribution bound, under the release's
+    secret salt), the prefetched group aggregates and the data-dependent machinery shared by several
+    statistics (``release._data_dependent``); a statistic states which aggregates it needs
+    (``additive_specs``) and turns them into released values (``run``).
+    """
+
+    plan: Plan
+    group_column: str | None
+
+    def fetched(self, agg: AggregateIR, steps: list[PlanStep]) -> list[GroupRow]:
+        """The group aggregates ``additive_specs`` asked for, one row per public group."""
+        ...
+
+    def step_rows(self, step: PlanStep) -> int:
+        """C of a step (its bounded view)."""
+        ...
+
+    def present_values(self, agg: AggregateIR, step: PlanStep) -> list[Any]:
+        """The present (non-missing) values of the aggregate's column per group."""
+        ...
+
+    def order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+        """A quantile per group (EM, inverse sensitivity, or resized to a noisy n: smooth, PTR)."""
+        ...
+
+    def trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
+        """A trimmed mean per group on values resized to a noisy n."""
+        ...
+
+    def min_distance(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+        """The closest pair's distance over the whole view."""
+        ...
+
+    def triangle_count(self, agg: AggregateIR, step: PlanStep) -> tuple[Output, list[PrivacyLoss]]:
+        """Triangles of the bounded edges on the public vertex set."""
+        ...
+
+
 #: The counting mechanisms and the additive ones (Laplace first: the default).
 COUNTING = (M.LAPLACE, M.GAUSSIAN, M.GEOMETRIC)
 ADDITIVE = (M.LAPLACE, M.GAUSSIAN)
@@ -79,6 +128,19 @@ class Statistic:
     def explain_note(self, part: StepPart, public_n: int | None) -> str:
         """Text the explain report adds after a global step's sensitivity (none by default)."""
         return ""
+
+    # -- how it runs on the engine seam --------------------------------------------------------------
+
+    def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
+        """(C, engine aggregate specs) a global statistic needs from one bounded view; None when it has none.
+
+        The runner fetches every statistic's specs of one view in one ``group_aggregates`` scan.
+        """
+        return None
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """Release the statistic's steps on the runner's bounded views (inside the release scope)."""
+        raise InternalError(f"no executor for {self.kind.value}")  # check_executable refuses these first
 
 
 def bounds_of(agg: AggregateIR) -> Bounds:

@@ -6,9 +6,14 @@ bounded rows as the statistic it concerns. Mechanisms: Laplace (default), Gaussi
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from dpsense.core.numbers import inward_interval
+from dpsense.engine import count_outside
 from dpsense.query._aggregates import AggregateKind
+from dpsense.query._ir import AggregateIR
+from dpsense.query.planner import PlanStep
+from dpsense.statistics._base import Runner
 from dpsense.statistics.count import Count
 
 
@@ -16,3 +21,8 @@ class ClippedCount(Count):
     """Rows outside [L, U], counted like ``count``."""
 
     kind: ClassVar[AggregateKind] = AggregateKind.CLIPPED_COUNT
+
+    def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
+        """The rows outside the bounds; a double lies in them exactly when it lies in their inward double interval."""
+        lo, hi = inward_interval(*agg.bounds[0])
+        return runner.step_rows(steps[0]), [count_outside(agg.columns[0], low=lo, high=hi, name=f"{agg.name}|n")]

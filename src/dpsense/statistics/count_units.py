@@ -9,16 +9,20 @@ A grouped count_units needs C0. Mechanisms: Laplace (default), Gaussian, geometr
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dpsense.core.errors import UsageError
+from dpsense.engine import count_units
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import units_sensitivity
+from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import COUNTING, Facts, Statistic
+from dpsense.statistics._base import COUNTING, Facts, Produced, Runner, Statistic
+from dpsense.statistics._steps import ALL_ROWS
+from dpsense.statistics.count import release_counts
 
 
 class CountUnits(Statistic):
@@ -41,3 +45,11 @@ class CountUnits(Statistic):
     def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
         """One per unit overall; one per group touched per group."""
         return units_sensitivity(adjacency=facts.adjacency, groups=facts.groups, grouped=facts.grouped, norm=facts.norm)
+
+    def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
+        """Distinct units: every row kept per group (one row per unit ungrouped)."""
+        return (ALL_ROWS if runner.group_column is not None else 1), [count_units(f"{agg.name}|n")]
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """The noisy counts, rounded to integers >= 0."""
+        return release_counts(runner, agg, steps[0])

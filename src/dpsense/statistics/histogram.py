@@ -8,15 +8,18 @@ Gaussian, geometric. Keys must be public (declared); private key selection is fo
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from dpsense.engine import count_rows
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import count_sensitivity
+from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import COUNTING, Facts, Statistic
+from dpsense.statistics._base import COUNTING, Facts, Produced, Runner, Statistic
+from dpsense.statistics.count import release_counts
 
 
 class Histogram(Statistic):
@@ -30,3 +33,11 @@ class Histogram(Statistic):
         return count_sensitivity(
             adjacency=facts.adjacency, rows=facts.bounded_rows(agg), groups=facts.groups, grouped=True, norm=facts.norm
         )
+
+    def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
+        """The rows of the view bounded to C per unit, grouped by the histogram's column (the runner's keys)."""
+        return runner.step_rows(steps[0]), [count_rows(f"{agg.name}|n")]
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """The noisy count of every public key, rounded to integers >= 0."""
+        return release_counts(runner, agg, steps[0])

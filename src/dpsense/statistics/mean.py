@@ -10,16 +10,22 @@ Mechanisms: Laplace (default), Gaussian.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import numpy as np
 
 from dpsense.core.adjacency import Adjacency
+from dpsense.engine import count_present
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import centered_sensitivity_for, public_n_mean_sensitivity, sum_sensitivity_for
+from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import ADDITIVE, Facts, Statistic, bounds_of
+from dpsense.statistics import _steps
+from dpsense.statistics._base import ADDITIVE, Facts, Produced, Runner, Statistic, bounds_of
+from dpsense.statistics._steps import CONFIDENCE, Output, bounded_sum, mean_error
 
 
 class Mean(Statistic):
@@ -50,3 +56,41 @@ class Mean(Statistic):
     def explain_note(self, part: StepPart, public_n: int | None) -> str:
         """The public n of a one-step mean."""
         return f" (mean over the public n = {public_n})" if part is StepPart.VALUE and public_n is not None else ""
+
+    def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
+        """The clipped sum and the count of present values (the denominator counts what the sum adds)."""
+        low, high = agg.bounds[0]
+        column = agg.columns[0]
+        specs = [bounded_sum(column, low, high, name=f"{agg.name}|s"), count_present(column, f"{agg.name}|n")]
+        return runner.step_rows(steps[0]), specs
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """The midpoint plus the noisy centred sum over the noisy count, clamped; its error bound uses that count."""
+        low, high = agg.bounds[0]
+        by_part = {s.part: s for s in steps}
+        clamp = f"clamped to the public bounds [{float(low):g}, {float(high):g}]"
+        total, count = by_part[StepPart.CENTERED_SUM], by_part[StepPart.COUNT]
+        rows = runner.fetched(agg, steps)
+        s_name, n_name = f"{agg.name}|s", f"{agg.name}|n"
+        mid = (low + high) / 2
+        centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
+        counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
+        beta = 1 - CONFIDENCE
+        noisy_sum = _steps.additive_noise(total, centered, confidence=1 - beta / 2)
+        noisy_count = _steps.additive_noise(count, counts, confidence=1 - beta / 2)
+        sums_out = np.atleast_1d(noisy_sum.value).astype(np.float64)
+        counts_out = np.atleast_1d(noisy_count.value).astype(np.float64)
+        half = float(high - low) / 2
+        values: list[Any] = []
+        errors: list[float | None] = []
+        for s, c in zip(sums_out, counts_out, strict=True):
+            estimate = float(mid) + (s / c if c >= 1 else 0.0)
+            values.append(min(max(estimate, float(low)), float(high)))
+            errors.append(mean_error(noisy_sum, noisy_count, c, half))
+        note = (
+            "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
+            "|error| <= (b_sum + (U-L)/2 * b_count) / n^ with b at 97.5% each, so it grows as the group "
+            "shrinks and is the full range when n^ < 1"
+        )
+        post = [clamp, "the midpoint when the noisy count is below 1"]
+        return [Output(agg.name, values, errors, note, post)], [noisy_sum.loss, noisy_count.loss]

@@ -19,7 +19,8 @@ from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import QUANTILE_INVSENS_FROM_EPSILON, Choice
-from dpsense.statistics._base import M, Statistic, needs_public_n
+from dpsense.query.planner import PlanStep
+from dpsense.statistics._base import M, Produced, Runner, Statistic, needs_public_n
 
 
 class Quantile(Statistic):
@@ -46,6 +47,11 @@ class Quantile(Statistic):
     ) -> tuple[StepPart, ...]:
         """A noisy count first for the resized (smooth, PTR) mechanisms; else the value alone."""
         return (StepPart.COUNT, StepPart.VALUE) if needs_public_n(agg) else (StepPart.VALUE,)
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """Per group: the EM or inverse-sensitivity order statistic, or the resized release on a noisy n."""
+        output, losses = runner.order_statistic(agg, steps)
+        return [output], losses
 
 
 class Median(Quantile):

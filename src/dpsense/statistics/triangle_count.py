@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from dpsense.query._aggregates import AggregateKind
+from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
-from dpsense.statistics._base import M
+from dpsense.query.planner import PlanStep
+from dpsense.statistics._base import M, Produced, Runner
 from dpsense.statistics._smooth_default import SmoothDefault
 
 
@@ -24,3 +26,8 @@ class TriangleCount(SmoothDefault):
         M.INVERSE_SENSITIVITY_TRIANGLE_COUNT,
         M.PTR_TRIANGLE_COUNT,
     )
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """Over the whole graph: triangles of the bounded edges (edge-level)."""
+        output, losses = runner.triangle_count(agg, steps[0])
+        return [output], losses

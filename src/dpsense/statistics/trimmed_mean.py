@@ -14,7 +14,8 @@ from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
-from dpsense.statistics._base import M
+from dpsense.query.planner import PlanStep
+from dpsense.statistics._base import M, Produced, Runner
 from dpsense.statistics._smooth_default import SmoothDefault
 
 
@@ -33,3 +34,8 @@ class TrimmedMean(SmoothDefault):
     ) -> tuple[StepPart, ...]:
         """A noisy count (the public n^ the values are resized to), then the value."""
         return (StepPart.COUNT, StepPart.VALUE)
+
+    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
+        """Per group: a noisy count as the public n, then the floor(t n^)-trimmed mean."""
+        output, losses = runner.trimmed_mean(agg, steps)
+        return [output], losses

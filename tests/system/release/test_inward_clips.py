@@ -14,7 +14,7 @@ import pytest
 
 import dpsense as dp
 from dpsense.engine._types import Clip
-from dpsense.release._steps import bounded_sum
+from dpsense.statistics._steps import bounded_sum
 from tests.system.release.support import planted, register
 
 LOW, HIGH = Fraction(7, 10), Fraction(11, 10)

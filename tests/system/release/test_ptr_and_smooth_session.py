@@ -16,8 +16,8 @@ import dpsense as dp
 from dpsense.core import ApproxDP, PureDP
 from dpsense.core.adjacency import Adjacency
 from dpsense.query import AggregateKind, PlanStep, StepPart
-from dpsense.release._steps import ptr_record_budget
 from dpsense.statistics import ALLOWED_MECHANISMS
+from dpsense.statistics._steps import ptr_record_budget
 from tests.system.release.support import REGIONS, planted, policy, register
 from tests.system.release.test_beyond_global_session import edge_table, register_graph
 

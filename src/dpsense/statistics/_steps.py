@@ -1,5 +1,8 @@
 """The mechanism calls of a release step and the public accuracy of their outputs (no data access here).
 
+Shared by the statistics' run code (``dpsense.statistics``) and the release runner's data-dependent
+machinery (``release._data_dependent``).
+
 ``additive_noise`` runs a plan step's global-sensitivity mechanism on unnoised aggregates;
 ``order_release`` an order statistic's mechanism; the ``*_error`` helpers turn released values and
 public noise scales into the error bounds a ``Release`` shows (post-processing).
@@ -27,6 +30,8 @@ from dpsense.noise import exact
 from dpsense.query import Family, Mechanism, PlanStep
 from dpsense.sensitivity import Sqrt
 
+#: A bound on rows per unit large enough to keep every row (for distinct-unit counts).
+ALL_ROWS = (1 << 31) - 1
 #: Confidence of the reported error bounds (each released value's |error| stays below it w.p. >= 0.95).
 CONFIDENCE = 0.95
 #: Fixed-point sums keep 2**40 grid steps below the largest bound's magnitude.
