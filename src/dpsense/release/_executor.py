@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpsense.accounting import compose_basic
-from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
+from dpsense.core.errors import InternalError, UnsupportedRequest
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
@@ -44,9 +43,6 @@ from dpsense.statistics import STATISTICS
 from dpsense.statistics._steps import (
     Output,
 )
-from dpsense.statistics.approx_bounds import bounds_output_names
-
-_REFUSED: dict[AggregateKind, str] = {}
 
 
 @dataclass
@@ -73,44 +69,7 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
             "combine the columns into one key column at registration, or release one grouping at a time",
         )
     for agg in ir.aggregates:
-        if agg.kind in _REFUSED:
-            raise UnsupportedRequest(
-                f"the release system does not run {agg.kind.value} yet", agg.name, f"use {_REFUSED[agg.kind]}"
-            )
-        if agg.kind is AggregateKind.HISTOGRAM and (ir.group_by or len(ir.aggregates) > 1):
-            raise UnsupportedRequest(
-                "a histogram is released on its own (one row per public key)",
-                agg.name,
-                f"release it alone, or use group_by({agg.columns[0]!r}, keys=[...]).agg({agg.name}=count())",
-            )
-        if agg.kind is AggregateKind.APPROX_BOUNDS:
-            _check_bounds_request(ir, agg)
-        if agg.kind is AggregateKind.TRIANGLE_COUNT:
-            if ir.group_by:
-                raise UnsupportedRequest("a triangle count is released for the whole graph", agg.name, "drop group_by")
-            if agg.keys is None:
-                raise UnsupportedRequest(
-                    f"the triangle count {agg.name!r} needs the public vertex set",
-                    list(agg.columns),
-                    "declare it at registration as keys of both edge columns, e.g. keys={'src': ids, 'dst': ids}",
-                )
-        if agg.kind is AggregateKind.MIN_DISTANCE:
-            if plan.adjacency is not Adjacency.ADD_REMOVE:
-                raise UnsupportedRequest(
-                    "min_distance runs per record under add/remove; replacing a unit's rows changes the number "
-                    "of records, so the release system runs it only on add/remove datasets",
-                    agg.name,
-                    "register the dataset with adjacency='add_remove', or call dpsense.mechanisms."
-                    "smooth_min_distance on an array with a public n",
-                )
-            if ir.group_by:
-                raise UnsupportedRequest("min_distance is released for the whole dataset", agg.name, "drop group_by")
-            if len(set(agg.bounds)) != 1:
-                raise UnsupportedRequest(
-                    "min_distance needs the same public bounds on every coordinate (a box)",
-                    agg.name,
-                    "declare equal bounds for the point columns, or pass bounds=(L, U)",
-                )
+        STATISTICS[agg.kind].check_executable(ir, agg, plan)
     if plan.public_n is not None:
         # sum / n with a public n is safe only when both neighbours have exactly n rows; the engine
         # cannot guarantee that after bounding and filters (a replaced unit may own fewer or more rows).
@@ -118,21 +77,6 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
             "a public n cannot be enforced on a bounded release",
             plan.public_n,
             "drop public_n: the mean is then released as a noisy sum over a noisy count",
-        )
-
-
-def _check_bounds_request(ir: QueryIR, agg: AggregateIR) -> None:
-    if ir.group_by:
-        raise UnsupportedRequest(
-            "approx_bounds is released for the whole dataset", agg.name, "drop group_by (bounds are per column)"
-        )
-    taken = {a.name for a in ir.aggregates}
-    clash = [n for n in bounds_output_names(agg.name) if n in taken]
-    if clash:
-        raise UsageError(
-            f"approx_bounds {agg.name!r} releases the columns {' and '.join(bounds_output_names(agg.name))}",
-            clash[0],
-            "rename one of the two aggregates",
         )
 
 
@@ -164,10 +108,20 @@ def execute(
         group_column, public_keys = ir.aggregates[0].columns[0], ir.aggregates[0].keys
     keys = None if public_keys is None else [engine_key(k) for k in public_keys]
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
-    runner = _Runner(engine, table, unit_column, salt, where, group_column, keys, ir.max_groups_per_unit, plan)
-    runner.constant_work = constant_work
-    runner.engine_key = engine_key
-    runner.max_collect_rows = max_collect_rows
+    runner = _Runner(
+        engine,
+        table,
+        unit_column,
+        salt,
+        where,
+        group_column,
+        keys,
+        ir.max_groups_per_unit,
+        plan,
+        constant_work=constant_work,
+        engine_key=engine_key,
+        max_collect_rows=max_collect_rows,
+    )
     outputs: list[Output] = []
     realised: list[PrivacyLoss] = []
     released_keys: list[Any] | None = None if public_keys is None else list(public_keys)
@@ -199,7 +153,10 @@ def _predicate(column: str, op: str, value: Any, engine_key: Callable[[Any], Any
 
 
 class _Runner(DataDependentSteps):
-    """One release's bounded views and the handlers per statistic."""
+    """One release's bounded views, their prefetched aggregates and the data-dependent machinery.
+
+    Every attribute is set at construction; the statistics (``dpsense.statistics``) run through it.
+    """
 
     def __init__(
         self,
@@ -212,14 +169,18 @@ class _Runner(DataDependentSteps):
         keys: list[Any] | None,
         max_groups: int | None,
         plan: Plan,
+        *,
+        constant_work: int | None,
+        engine_key: Callable[[Any], Any],
+        max_collect_rows: int | None,
     ) -> None:
         self.engine, self.table, self.unit, self.salt, self.where = engine, table, unit, salt, where
         self.group_column, self.keys, self.max_groups, self.plan = group_column, keys, max_groups, plan
         self.views: dict[tuple[int, str | None], BoundedView] = {}
         self.fetched_rows: dict[int, list[GroupRow]] = {}
-        self.constant_work: int | None = None
-        self.max_collect_rows: int | None = None
-        self.engine_key: Callable[[Any], Any] = lambda value: value
+        self.constant_work = constant_work
+        self.max_collect_rows = max_collect_rows
+        self.engine_key = engine_key
 
     def prefetch(self, ir: QueryIR) -> None:
         """One ``group_aggregates`` call per bounded view for every additive statistic (one scan, not k)."""

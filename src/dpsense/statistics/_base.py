@@ -26,7 +26,7 @@ from dpsense.core.errors import InternalError, UsageError
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import GroupRow
 from dpsense.query._aggregates import AggregateKind
-from dpsense.query._ir import AggregateIR
+from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Family, Mechanism, mechanism_named
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import Choice, count_sensitivity
@@ -130,6 +130,9 @@ class Statistic:
         return ""
 
     # -- how it runs on the engine seam --------------------------------------------------------------
+
+    def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
+        """Refuse, before any charge, a request this statistic cannot run (the error names the alternative)."""
 
     def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
         """(C, engine aggregate specs) a global statistic needs from one bounded view; None when it has none.

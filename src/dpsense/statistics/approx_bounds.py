@@ -16,16 +16,16 @@ from numpy.typing import NDArray
 
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import InternalError
+from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.mechanisms.approx_bounds import LARGEST_EXPONENT, SMALLEST_EXPONENT
 from dpsense.query._aggregates import AggregateKind
-from dpsense.query._ir import AggregateIR
+from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import Choice, count_sensitivity
 from dpsense.query._rules import Facts
-from dpsense.query.planner import PlanStep
+from dpsense.query.planner import Plan, PlanStep
 from dpsense.sensitivity import Sqrt
 from dpsense.statistics._base import Produced, Runner, Statistic
 from dpsense.statistics._steps import Output, check_result_loss
@@ -47,6 +47,21 @@ class ApproxBounds(Statistic):
         return count_sensitivity(
             adjacency=facts.adjacency, rows=facts.bounded_rows(agg), groups=facts.groups, grouped=True, norm=facts.norm
         )
+
+    def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
+        """Released for the whole dataset, as two columns whose names must be free."""
+        if ir.group_by:
+            raise UnsupportedRequest(
+                "approx_bounds is released for the whole dataset", agg.name, "drop group_by (bounds are per column)"
+            )
+        taken = {a.name for a in ir.aggregates}
+        clash = [n for n in bounds_output_names(agg.name) if n in taken]
+        if clash:
+            raise UsageError(
+                f"approx_bounds {agg.name!r} releases the columns {' and '.join(bounds_output_names(agg.name))}",
+                clash[0],
+                "rename one of the two aggregates",
+            )
 
     def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
         """The mechanism on the column's present values (one group: released ungrouped)."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import UnsupportedRequest
 from dpsense.query._aggregates import AggregateKind
-from dpsense.query._ir import AggregateIR
+from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
-from dpsense.query.planner import PlanStep
+from dpsense.query.planner import Plan, PlanStep
 from dpsense.statistics._base import M, Produced, Runner
 from dpsense.statistics._smooth_default import SmoothDefault
 
@@ -26,6 +28,25 @@ class MinDistance(SmoothDefault):
         M.INVERSE_SENSITIVITY_MIN_DISTANCE,
         M.PTR_MIN_DISTANCE,
     )
+
+    def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
+        """Add/remove only, for the whole dataset, in a box (equal bounds on every coordinate)."""
+        if plan.adjacency is not Adjacency.ADD_REMOVE:
+            raise UnsupportedRequest(
+                "min_distance runs per record under add/remove; replacing a unit's rows changes the number "
+                "of records, so the release system runs it only on add/remove datasets",
+                agg.name,
+                "register the dataset with adjacency='add_remove', or call dpsense.mechanisms."
+                "smooth_min_distance on an array with a public n",
+            )
+        if ir.group_by:
+            raise UnsupportedRequest("min_distance is released for the whole dataset", agg.name, "drop group_by")
+        if len(set(agg.bounds)) != 1:
+            raise UnsupportedRequest(
+                "min_distance needs the same public bounds on every coordinate (a box)",
+                agg.name,
+                "declare equal bounds for the point columns, or pass bounds=(L, U)",
+            )
 
     def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
         """Over the whole view: the closest pair of the bounded points."""

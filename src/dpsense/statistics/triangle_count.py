@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from dpsense.core.errors import UnsupportedRequest
 from dpsense.query._aggregates import AggregateKind
-from dpsense.query._ir import AggregateIR
+from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
-from dpsense.query.planner import PlanStep
+from dpsense.query.planner import Plan, PlanStep
 from dpsense.statistics._base import M, Produced, Runner
 from dpsense.statistics._smooth_default import SmoothDefault
 
@@ -26,6 +27,17 @@ class TriangleCount(SmoothDefault):
         M.INVERSE_SENSITIVITY_TRIANGLE_COUNT,
         M.PTR_TRIANGLE_COUNT,
     )
+
+    def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
+        """Released for the whole graph, on a public vertex set."""
+        if ir.group_by:
+            raise UnsupportedRequest("a triangle count is released for the whole graph", agg.name, "drop group_by")
+        if agg.keys is None:
+            raise UnsupportedRequest(
+                f"the triangle count {agg.name!r} needs the public vertex set",
+                list(agg.columns),
+                "declare it at registration as keys of both edge columns, e.g. keys={'src': ids, 'dst': ids}",
+            )
 
     def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
         """Over the whole graph: triangles of the bounded edges (edge-level)."""
