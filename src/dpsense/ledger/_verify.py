@@ -150,7 +150,7 @@ class _State:
 
     analysts: set[str] = field(default_factory=set)
     datasets: dict[str, object] = field(default_factory=dict)  # name -> fingerprint
-    secrets: set[str] = field(default_factory=set)
+    secret_names: set[str] = field(default_factory=set)
     budgets: dict[tuple[str, str, str], _Budget] = field(default_factory=dict)
     charges: dict[int, _Charge] = field(default_factory=dict)
     releases: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # id -> (charge, commit payload)
@@ -254,7 +254,7 @@ _HANDLERS: dict[str, Any] = {
     "add_analyst": lambda s, at, p: s.analysts.add(p["analyst"]),
     "register_dataset": _State._register,
     "set_budget": _State._set_budget,
-    "secret_created": lambda s, at, p: s.secrets.add(p["name"]),
+    "secret_created": lambda s, at, p: s.secret_names.add(p["name"]),
     "profile": _State._profile,
     "reserve": _State._reserve,
     "commit": _State._commit,
@@ -314,7 +314,7 @@ def _compare(tx: Tx, state: _State) -> list[str]:
     names = {int(r[0]): str(r[1]) for r in tx.execute("SELECT id, name FROM datasets")}
     problems: list[str] = []
     problems += _compare_sets("analyst", state.analysts, {str(r[0]) for r in tx.execute("SELECT name FROM analysts")})
-    problems += _compare_sets("secret", state.secrets, {str(r[0]) for r in tx.execute("SELECT name FROM secrets")})
+    problems += _compare_sets("secret", state.secret_names, {str(r[0]) for r in tx.execute("SELECT name FROM secrets")})
     problems += _compare_datasets(tx, state)
     problems += _compare_budgets(tx, state, names)
     problems += _compare_charges(tx, state, names)
