@@ -8,13 +8,11 @@ grouping (``_base.Statistic``). Adding a statistic: its module, its tests, an en
 
 from __future__ import annotations
 
-from dpsense.core.adjacency import Adjacency
-from dpsense.core.numbers import NumberLike
+from functools import partial
+
 from dpsense.query._aggregates import AggregateKind
-from dpsense.query._ir import QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._rules import Facts
-from dpsense.query.planner import Plan
 from dpsense.query.planner import plan as plan_with_rules
 from dpsense.statistics._base import Statistic
 from dpsense.statistics.approx_bounds import ApproxBounds
@@ -59,25 +57,8 @@ def statistic(kind: AggregateKind) -> Statistic:
     return STATISTICS[kind]
 
 
-def plan(
-    ir: QueryIR,
-    *,
-    epsilon: NumberLike,
-    delta: NumberLike = 0,
-    adjacency: Adjacency | str,
-    public_n: int | None = None,
-    max_rows_per_unit: int | None = None,
-) -> Plan:
-    """``dpsense.query.plan`` with every registered statistic's rule (what the Session plans with)."""
-    return plan_with_rules(
-        ir,
-        epsilon=epsilon,
-        delta=delta,
-        adjacency=adjacency,
-        public_n=public_n,
-        max_rows_per_unit=max_rows_per_unit,
-        rules=STATISTICS,
-    )
+#: ``dpsense.query.plan`` with every registered statistic's rule (what the Session plans with).
+plan = partial(plan_with_rules, rules=STATISTICS)
 
 
 __all__ = ["ALLOWED_MECHANISMS", "STATISTICS", "Facts", "Statistic", "plan", "statistic"]
