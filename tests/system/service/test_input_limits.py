@@ -264,7 +264,7 @@ class _Poller:
     """Polls ``/healthz`` on one kept-alive connection while ``attack`` threads send bodies; keeps every delay."""
 
     def __init__(self, service: Service) -> None:
-        self.client = httpx.Client(base_url=service.url, timeout=30)
+        self.client = httpx.Client(base_url=service.url, timeout=30, limits=httpx.Limits(keepalive_expiry=1.0))
         self.polls: list[tuple[float, float]] = []  # (start, delay)
         self.sent: list[tuple[str, float, float, int]] = []  # (name, start, end, status)
 

@@ -95,7 +95,14 @@ def clients(service: Service, n: int) -> list[httpx.Client]:
             created = steward.post("/v1/steward/tokens", {"analyst": analyst})
             assert created.status_code == 201, created.text
             token = created.json()["token"]
-        client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        client = httpx.Client(
+            base_url=service.url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+            # drop pooled connections long before uvicorn closes idle ones (5 s): reusing a connection the
+            # server is closing at that instant is reset ("Connection reset by peer", seen once under load)
+            limits=httpx.Limits(keepalive_expiry=1.0),
+        )
         assert client.get("/v1/whoami").json()["analyst"] == analyst  # opens the keep-alive connection
         out.append(client)
     return out
