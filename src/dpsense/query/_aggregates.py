@@ -248,8 +248,8 @@ def max(  # shadows the builtin on purpose, as dp.sum does: the statistic's own 
 ) -> Aggregate:
     """The largest value of a numeric column within the public bounds: the quantile at q = 1.
 
-    The same question as ``quantile(column, 1)`` and SQL's ``MAX`` (one canonical form, one release),
-    released by the quantile's mechanisms: private, but an extreme order statistic is as hard as it
+    The same statistic as ``quantile(column, 1)`` and SQL's ``MAX``, released by the quantile's
+    mechanisms: private, but an extreme order statistic is as hard as it
     gets (one unit can move it anywhere in [L, U]), so expect answers spread between the true maximum
     and the upper bound. For a robust top of the data ask ``quantile(column, 0.99)``.
     """

@@ -8,22 +8,21 @@ Gaussian, geometric. Keys must be public (declared); private key selection is fo
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dpsense.core.errors import UnsupportedRequest
-from dpsense.engine import count_rows
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import count_sensitivity
-from dpsense.query.planner import Plan, PlanStep
+from dpsense.query.planner import Plan
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import COUNTING, Facts, Produced, Runner, Statistic
-from dpsense.statistics.count import release_counts
+from dpsense.statistics._base import COUNTING, Facts
+from dpsense.statistics.count import Count
 
 
-class Histogram(Statistic):
+class Histogram(Count):
     """Counts per public key of one column."""
 
     kind: ClassVar[AggregateKind] = AggregateKind.HISTOGRAM
@@ -35,10 +34,6 @@ class Histogram(Statistic):
             adjacency=facts.adjacency, rows=facts.bounded_rows(agg), groups=facts.groups, grouped=True, norm=facts.norm
         )
 
-    def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
-        """The rows of the view bounded to C per unit, grouped by the histogram's column (the runner's keys)."""
-        return runner.step_rows(steps[0]), [count_rows(f"{agg.name}|n")]
-
     def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
         """A histogram is released alone: its public keys are the rows."""
         if ir.group_by or len(ir.aggregates) > 1:
@@ -47,7 +42,3 @@ class Histogram(Statistic):
                 agg.name,
                 f"release it alone, or use group_by({agg.columns[0]!r}, keys=[...]).agg({agg.name}=count())",
             )
-
-    def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
-        """The noisy count of every public key, rounded to integers >= 0."""
-        return release_counts(runner, agg, steps[0])
