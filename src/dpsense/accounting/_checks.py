@@ -12,7 +12,7 @@ import operator
 from fractions import Fraction
 
 from dpsense.core.errors import InvalidPrivacyParameter, InvalidSensitivity
-from dpsense.core.numbers import NumberLike, ceil_fraction_float, to_fraction
+from dpsense.core.numbers import NumberLike, to_fraction
 from dpsense.core.privacy_loss import check_delta, check_epsilon
 
 
@@ -108,21 +108,6 @@ def renyi_order(value: NumberLike, *, name: str = "alpha") -> float:
             f"the Renyi order {name} must be finite and > 1", value, f"pass an order such as {name}=2 or {name}=1.5"
         )
     return as_float
-
-
-def round_up(value: float, *, scale: float = 0.0) -> Fraction:
-    """A rational upper bound on a float result, with an absolute margin for cancellation.
-
-    ``scale`` is the size of the largest intermediate the float result was computed from; the
-    margin ``1e-12 * (1 + scale)`` exceeds the accumulated float64 error of the short formulas in
-    this package by several orders of magnitude.
-    """
-    if not math.isfinite(value):
-        raise ValueError("round_up needs a finite value")
-    bound = value + 1e-12 * (1.0 + abs(scale))
-    if bound <= 0:
-        return Fraction(0)
-    return ceil_fraction_float(bound)
 
 
 def ceil_rational(value: Fraction, digits: int = 20) -> Fraction:

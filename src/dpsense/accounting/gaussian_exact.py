@@ -41,10 +41,8 @@ from dpsense.accounting._checks import (
     sensitivity_float,
 )
 from dpsense.core.errors import InternalError, UnsupportedRequest
-from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.numbers import DELTA_SLACK, NumberLike, to_fraction
 
-#: Relative slack on δ in the calibrations (float64 error of these formulas is ~1e-13 relative).
-_DELTA_SLACK = 1e-9
 #: Largest discrete-Gaussian σ² whose δ is summed (about 8·10^7 terms, a second or two).
 MAX_DISCRETE_SIGMA2 = 10**12
 #: Terms per vectorised chunk (8 MiB per float64 array).
@@ -92,7 +90,7 @@ def balle_wang_sigma(*, epsilon: NumberLike, delta: NumberLike, sensitivity: Num
 
     """
     eps = float(epsilon_target(epsilon))
-    target = float(positive_delta(delta)) * (1.0 - _DELTA_SLACK)
+    target = float(positive_delta(delta)) * (1.0 - DELTA_SLACK)
     d = sensitivity_float(sensitivity, allow_zero=False)
     ratio = _bw_ratio(eps, target)
     sigma = ratio * d
@@ -216,7 +214,7 @@ def _weight_chunks(first: int, last: int, s2: float) -> Iterator[tuple[FloatArra
 
 @lru_cache(maxsize=256)
 def _dg_sigma2(eps: Fraction, delta: Fraction, sensitivity: int) -> int:
-    target = float(delta) * (1.0 - _DELTA_SLACK)
+    target = float(delta) * (1.0 - DELTA_SLACK)
 
     def ok(s2: int) -> bool:
         return _dg_delta(eps, Fraction(s2), sensitivity) <= target

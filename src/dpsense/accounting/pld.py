@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dpsense.accounting._checks import epsilon_query, positive_delta, positive_float, round_up, sensitivity_float
+from dpsense.accounting._checks import epsilon_query, positive_delta, positive_float, sensitivity_float
 from dpsense.core.errors import UnsupportedRequest, UsageError
-from dpsense.core.numbers import NumberLike
+from dpsense.core.numbers import NumberLike, round_up
 from dpsense.core.privacy_loss import ApproxDP
 
 #: Default width of the privacy-loss grid. The pessimistic ε overshoots the exact one by at most

@@ -36,11 +36,10 @@ from dpsense.accounting._checks import (
     positive_delta,
     positive_float,
     renyi_order,
-    round_up,
     sensitivity_float,
 )
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
-from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.numbers import NumberLike, round_up, to_fraction
 from dpsense.core.privacy_loss import ApproxDP, check_rho
 
 #: The default grid of Renyi orders (the same grid as Google's ``dp_accounting`` RdpAccountant):

@@ -20,12 +20,10 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpsense.accounting._checks import epsilon_query, positive_delta, round_up
-from dpsense.core.numbers import NumberLike
+from dpsense.accounting._checks import epsilon_query, positive_delta
+from dpsense.core.numbers import DELTA_SLACK, NumberLike, round_up
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, check_rho
 
-#: Relative slack on δ that absorbs float64 error in exp/log (~1e-14 relative) with a wide margin.
-_DELTA_SLACK = 1e-10
 #: Relative error allowance (about 90 ulps) when the CKS bound is evaluated at a chosen α: the
 #: evaluation is rounded up by it, so the returned δ is an upper bound despite float rounding.
 _EVAL_SLACK = 1e-14
@@ -58,9 +56,10 @@ def approx_delta_of_zcdp(rho: NumberLike | ZCDP, epsilon: NumberLike) -> float:
 def zcdp_to_approx_tight(rho: NumberLike | ZCDP, delta: NumberLike) -> ApproxDP:
     """The smallest ε (rounded up) with ρ-zCDP => (ε, δ)-DP by the CKS 2020 bound.
 
-    Solves δ(ε) <= δ (1 - 1e-10) by bisection in ε on [0, ρ + 2 sqrt(ρ ln(1/δ))] with δ(ε) as in
-    ``approx_delta_of_zcdp``; the result is rounded up to a rational and is never larger than the
-    Bun-Steinke 2016 (Prop 1.3) ε = ρ + 2 sqrt(ρ ln(1/δ)) (also rounded up).
+    Solves δ(ε) <= δ (1 − DELTA_SLACK) (``dpsense.core.numbers``) by bisection in ε on
+    [0, ρ + 2 sqrt(ρ ln(1/δ))] with δ(ε) as in ``approx_delta_of_zcdp``; the result is rounded up to a
+    rational and is never larger than the Bun-Steinke 2016 (Prop 1.3) ε = ρ + 2 sqrt(ρ ln(1/δ)) (also
+    rounded up).
 
     Args:
         rho: the zCDP parameter ρ >= 0 (a ``ZCDP`` is accepted as well).
@@ -78,7 +77,7 @@ def zcdp_to_approx_tight(rho: NumberLike | ZCDP, delta: NumberLike) -> ApproxDP:
     if r == 0:
         return ApproxDP(0, d)
     bs16 = ZCDP(r).to_approx(d)
-    rf, target = float(r), float(d) * (1.0 - _DELTA_SLACK)
+    rf, target = float(r), float(d) * (1.0 - DELTA_SLACK)
     lo, hi = 0.0, float(bs16.epsilon)
     if _cks_delta(rf, lo) <= target:
         return ApproxDP(0, d)

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from dpsense.cli._output import budget_line, release_table
 from dpsense.cli._progress import progress_bar
+from dpsense.core.checks import integer_in
 from dpsense.ledger import BudgetStatus
 from dpsense.query import Query, count, count_units, mean, median, quantile
 from dpsense.release import Budget, PrivacyPolicy, Release, Session
@@ -81,7 +82,7 @@ def synthetic_health_events(persons: int, seed: int = DEFAULT_SEED) -> pd.DataFr
     dataset's declared ``clamp`` policy handles; ages are integers 18-95. The same ``(persons, seed)``
     always gives the same frame.
     """
-    if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:
+    if not integer_in(persons, 1):
         raise ValueError(f"persons must be an integer >= 1, got {persons!r}")
     shares = np.cumsum(REGION_SHARES)
     region = np.minimum(np.searchsorted(shares, _uniform(seed, 0, persons), side="right"), len(REGIONS) - 1)

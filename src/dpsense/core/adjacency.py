@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import UsageError
 
 
@@ -50,7 +51,7 @@ class PrivacyUnit:
     max_rows: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_rows, bool) or not isinstance(self.max_rows, int) or self.max_rows < 1:
+        if not integer_in(self.max_rows, 1):
             raise UsageError(
                 "max_rows per privacy unit must be an integer >= 1",
                 self.max_rows,

@@ -23,6 +23,14 @@ _CTX = Context(prec=40)
 #: Slack added before rounding up; far above the 40-digit arithmetic's error, far below any budget.
 _SLACK = Decimal("1e-30")
 
+#: The rounding rule's one tolerance (docs/math/floating-point.md §9.1): a float64 result of dpsense's
+#: short formulas (a few logs, exps and products) is within 1e-12 relative of the exact value, so a
+#: float that *bounds* a privacy or accuracy quantity is widened outward by this margin.
+FLOAT_MARGIN = 1e-12
+#: A calibration evaluated in floats aims at δ (1 − DELTA_SLACK) (docs/math/floating-point.md §9.1):
+#: the float error of δ(σ) or δ(ε) (about 1e-13 relative) cannot then carry the true δ past the target.
+DELTA_SLACK = 1e-9
+
 
 def ratio_text(value: Fraction) -> str:
     """An exact number as ``"n/d"`` in lowest terms (``Fraction`` keeps it reduced; ``"1/1"`` for one).
@@ -77,11 +85,31 @@ def ceil_fraction(value: Decimal, digits: int = 20) -> Fraction:
 
 
 def ceil_fraction_float(value: float, digits: int = 15) -> Fraction:
-    """A rational upper bound on a float result whose relative error is below 1e-12."""
+    """A rational upper bound on a float result whose relative error is below ``FLOAT_MARGIN``."""
     if not math.isfinite(value):
         raise ValueError("ceil_fraction_float needs a finite value")
-    margin = abs(value) * 1e-12 + 1e-300
+    margin = abs(value) * FLOAT_MARGIN + 1e-300
     return Fraction(Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(value + margin)))
+
+
+def round_up(value: float, *, scale: float = 0.0) -> Fraction:
+    """A rational upper bound on a float result, with an absolute margin for cancellation.
+
+    ``scale`` is the size of the largest intermediate the float result was computed from; the
+    margin ``FLOAT_MARGIN * (1 + scale)`` exceeds the accumulated float64 error of the short
+    formulas of dpsense by several orders of magnitude.
+    """
+    if not math.isfinite(value):
+        raise ValueError("round_up needs a finite value")
+    bound = value + FLOAT_MARGIN * (1.0 + abs(scale))
+    if bound <= 0:
+        return Fraction(0)
+    return ceil_fraction_float(bound)
+
+
+def widen(bound: float) -> float:
+    """A non-negative float bound (an error bound, a shortfall) widened outward by ``FLOAT_MARGIN``."""
+    return bound * (1.0 + FLOAT_MARGIN)
 
 
 def inward_interval(low: Fraction, high: Fraction) -> tuple[float, float]:

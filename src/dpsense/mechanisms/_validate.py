@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, InvalidData, InvalidSensitivity, UsageError
 from dpsense.core.numbers import NumberLike, to_fraction
 
@@ -86,7 +87,7 @@ def check_bounds_pair(bounds: tuple[float, float]) -> tuple[float, float]:
 
 def check_resolution(resolution: int) -> int:
     """A number of public output cells in [1, 2^52]."""
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or not 1 <= resolution <= MAX_CELLS:
+    if not integer_in(resolution, 1, MAX_CELLS):
         raise UsageError("resolution must be an integer in [1, 2^52]", resolution, "pass e.g. resolution=2**32")
     return resolution
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
@@ -70,7 +71,7 @@ class ApproxBounds:
 
 def _check_exponents(smallest: int, largest: int) -> int:
     for name, value in (("smallest_exponent", smallest), ("largest_exponent", largest)):
-        if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+        if not integer_in(value, -1000, 1000):
             raise UsageError(f"{name} must be an integer in [-1000, 1000]", value, f"pass e.g. {name}=-20")
     if not smallest < largest:
         raise UsageError("smallest_exponent must be below largest_exponent", (smallest, largest), "pass e.g. (-20, 62)")

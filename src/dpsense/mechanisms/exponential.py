@@ -51,7 +51,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpsense.core.errors import InvalidData
-from dpsense.core.numbers import NumberLike
+from dpsense.core.numbers import NumberLike, widen
 from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms._validate import check_sensitivity
 from dpsense.mechanisms.result import MechanismResult
@@ -131,7 +131,7 @@ def em_weights(
 def _shortfall_bound(m: int, epsilon: Fraction, sensitivity: Fraction, monotone: bool) -> float:
     beta = 1.0 - REPORTED_CONFIDENCE
     c = 1 if monotone else 2
-    return c * float(sensitivity / epsilon) * (math.log(m) + math.log(1.0 / beta)) * (1.0 + 1e-12)
+    return widen(c * float(sensitivity / epsilon) * (math.log(m) + math.log(1.0 / beta)))
 
 
 def exponential_mechanism(

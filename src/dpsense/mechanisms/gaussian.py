@@ -28,7 +28,7 @@ import numpy as np
 from dpsense.accounting.gaussian_exact import balle_wang_sigma, discrete_gaussian_sigma2
 from dpsense.accounting.zcdp import approx_delta_of_zcdp
 from dpsense.core.errors import InvalidPrivacyParameter
-from dpsense.core.numbers import NumberLike
+from dpsense.core.numbers import DELTA_SLACK, NumberLike
 from dpsense.core.privacy_loss import ApproxDP, check_delta, check_epsilon
 from dpsense.mechanisms._accuracy import discrete_gaussian_on_grid
 from dpsense.mechanisms._validate import as_float_values, check_confidence, check_sensitivity
@@ -47,7 +47,7 @@ def _rho_for(epsilon: Fraction, delta: Fraction) -> float:
         hi *= 2
     for _ in range(100):
         mid = (lo + hi) / 2
-        if approx_delta_of_zcdp(mid, float(epsilon)) <= float(delta) * (1 - 1e-9):
+        if approx_delta_of_zcdp(mid, float(epsilon)) <= float(delta) * (1 - DELTA_SLACK):
             lo = mid
         else:
             hi = mid

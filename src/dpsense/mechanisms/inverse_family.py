@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
@@ -82,7 +83,7 @@ def inverse_sensitivity_with_family(
     lo, hi = float(output_range[0]), float(output_range[1])
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise InvalidBounds("output_range must be finite with lo < hi", output_range, "declare e.g. (0, 100)")
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or not 1 <= resolution <= 1 << 20:
+    if not integer_in(resolution, 1, 1 << 20):
         raise UsageError("resolution must be an integer in [1, 2^20]", resolution, "pass e.g. resolution=1024")
     edges = lo + (hi - lo) * np.arange(resolution + 1) / resolution
     v = min(max(float(value), lo), hi)

@@ -65,8 +65,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integral_in
 from dpsense.core.errors import UsageError
-from dpsense.core.numbers import NumberLike
+from dpsense.core.numbers import NumberLike, widen
 from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms._validate import check_bounds_pair, check_resolution
 from dpsense.mechanisms.quantile import record_values
@@ -86,7 +87,7 @@ REPORTED_CONFIDENCE = 0.95
 
 def _check_rank(rank: int, n: int) -> int:
     """A rank in [1, max(n, 1)]: rank 1 on no records is the path length 1 everywhere (module docstring)."""
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= int(rank) <= max(n, 1):
+    if not integral_in(rank, 1, max(n, 1)):
         raise UsageError(
             "rank must be an integer in [1, n] (or 1 when there is no record; n is public under replace adjacency)",
             (rank, n),
@@ -225,7 +226,7 @@ def _details(epsilon: Fraction, resolution: int, low: float, high: float, rank: 
         "rank": rank,
         "resolution": resolution,
         "cell_width": (high * 0.5 - low * 0.5) * 2.0 / resolution,
-        "rank_error_bound": 2.0 / float(epsilon) * math.log(resolution / beta) * (1.0 + 1e-12),
+        "rank_error_bound": widen(2.0 / float(epsilon) * math.log(resolution / beta)),
         "rank_error_confidence": REPORTED_CONFIDENCE,
         "rank_statement": (
             "with the stated confidence the released cell lies between the data cells of ranks rank - l and "

@@ -50,6 +50,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integral_in
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
@@ -81,7 +82,7 @@ _CHUNK_CELLS = 1 << 22
 
 
 def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 2 or int(k) >= 1 << 31:
+    if not integral_in(k, 2, (1 << 31) - 1):
         raise UsageError(
             "k, the number of categories, must be an integer with 2 <= k < 2^31",
             k,

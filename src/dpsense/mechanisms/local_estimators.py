@@ -12,6 +12,7 @@ from typing import Generic, TypeVar, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integral_in
 from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import check_epsilon
@@ -68,7 +69,7 @@ class Estimate(Generic[V]):
 
 
 def _check_n(n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or int(n) < 1:
+    if not integral_in(n, 1):
         raise UsageError("n, the number of reporting users, must be an integer >= 1", n, "pass n=len(reports)")
     return int(n)
 

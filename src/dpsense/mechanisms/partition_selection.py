@@ -47,6 +47,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP, check_delta, check_epsilon
@@ -107,7 +108,7 @@ def select_partitions(
             "pass delta > 0 to the release, or declare the group keys at registration",
         )
     k = max_partitions_per_unit
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if not integer_in(k, 1):
         raise UsageError("max_partitions_per_unit must be an integer >= 1", k, "declare max_groups_per_unit")
     counts = np.asarray(unit_counts, dtype=np.int64).reshape(-1)
     if counts.size and counts.min() < 1:

@@ -67,7 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpsense.core.errors import UsageError
-from dpsense.core.numbers import NumberLike, to_fraction
+from dpsense.core.numbers import NumberLike, to_fraction, widen
 from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms._validate import as_record_values, check_bounds_pair, check_resolution
 from dpsense.mechanisms.result import MechanismResult
@@ -213,7 +213,7 @@ def _details(epsilon: Fraction, resolution: int, low: float, high: float, split:
         "resolution": resolution,
         "cell_width": (high * 0.5 - low * 0.5) * 2.0 / resolution,
         "epsilon_per_quantile": str(epsilon),
-        "rank_excess_bound": 2.0 / float(epsilon) * math.log(resolution / beta) * (1.0 + 1e-12),
+        "rank_excess_bound": widen(2.0 / float(epsilon) * math.log(resolution / beta)),
         "rank_excess_confidence": REPORTED_CONFIDENCE,
         "rank_statement": (
             "with the stated confidence |r(c) - q n| <= min_c' |r(c') - q n| + rank_excess_bound, r(c) = number of "

@@ -66,6 +66,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, InvalidData, UnsupportedRequest, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon, check_rho
@@ -174,7 +175,7 @@ def plan_smooth_noise(
     """
     if family not in FAMILIES:
         raise UsageError("unknown smooth-noise family", family, f"pass one of {', '.join(FAMILIES)}")
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+    if not integer_in(dimension, 1):
         raise UsageError("dimension must be an integer >= 1", dimension, "pass the number of coordinates")
     if dimension != 1 and family != "gaussian":
         raise UnsupportedRequest(

@@ -64,6 +64,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import check_epsilon
@@ -112,7 +113,7 @@ def inverse_sensitivity_median_aggregator(
 
 
 def _check_blocks(blocks: int) -> int:
-    if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks <= MAX_BLOCKS:
+    if not integer_in(blocks, 1, MAX_BLOCKS):
         raise UsageError(
             "blocks must be an integer in [1, 2^20], chosen without looking at the data",
             blocks,

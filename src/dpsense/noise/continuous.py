@@ -64,6 +64,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpsense.core.checks import integral_in
 from dpsense.core.errors import UsageError
 from dpsense.noise import entropy, exact, pool
 
@@ -86,7 +87,7 @@ _LAPLACE_SCALE = Fraction(1 << LAPLACE_RESOLUTION_BITS)
 
 
 def _check_count(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+    if not integral_in(n, 0):
         raise UsageError("the number of draws must be an integer >= 0", n, "pass n as a non-negative int")
     return int(n)
 

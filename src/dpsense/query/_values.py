@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike, ratio_text, to_fraction
 
@@ -124,7 +125,7 @@ def exact(value: object, *, what: str, error: type[UsageError] = UsageError) -> 
 
 def positive_int(value: object, *, what: str, example: str) -> int:
     """``value`` if it is an int >= 1 (booleans refused), else a UsageError naming the fix."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not integer_in(value, 1):
         raise UsageError(f"{what} must be an integer >= 1", value, f"pass a whole number such as {example}")
     return value
 

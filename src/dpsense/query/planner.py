@@ -44,6 +44,7 @@ from fractions import Fraction
 
 from dpsense.accounting import compose_basic
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest, UsageError
 from dpsense.core.numbers import NumberLike, ratio_text
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
@@ -363,7 +364,7 @@ def _as_pair(loss: PrivacyLoss) -> tuple[str, Fraction, Fraction]:
 def _check_public_n(public_n: object, adj: Adjacency) -> int | None:
     if public_n is None:
         return None
-    if isinstance(public_n, bool) or not isinstance(public_n, int) or public_n < 1:
+    if not integer_in(public_n, 1):
         raise UsageError("public_n must be an integer >= 1", public_n, "pass the public row count, e.g. public_n=1000")
     if adj is not Adjacency.REPLACE:
         raise UsageError(

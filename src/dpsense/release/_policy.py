@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike, ratio_text
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon
@@ -125,7 +126,7 @@ class PrivacyPolicy:
                 raise UsageError(f"the privacy policy needs {name}", value, f"write it down: {name}='...'")
         for name in ("population", "planned_releases"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not integer_in(value, 1):
                 raise UsageError(f"the privacy policy's {name} must be an integer >= 1", value, f"pass {name}=1000")
         for name in ("approved_on", "next_review"):
             _iso_date(getattr(self, name), name)

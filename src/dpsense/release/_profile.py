@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import ratio_text
 from dpsense.engine import TableInfo
@@ -192,7 +193,7 @@ def _group_caps(declared: Mapping[str, int], columns: Mapping[str, ColumnProfile
             raise UsageError(
                 "max_groups_per_unit names a categorical or integer column of the source", name, "name a group column"
             )
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        if not integer_in(cap, 1):
             raise UsageError("max_groups_per_unit values are integers >= 1", cap, f"e.g. {{{name!r}: 1}}")
         caps[name] = cap
     return caps

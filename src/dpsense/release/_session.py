@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpsense._version import __version__
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import (
     ChargedFailure,
     DPSenseError,
@@ -223,9 +224,7 @@ class Session:
                 "registration records the privacy policy", type(policy).__name__, "pass policy=PrivacyPolicy(...)"
             )
         policy.check(loss)
-        if max_rows_per_unit is not None and (
-            isinstance(max_rows_per_unit, bool) or not isinstance(max_rows_per_unit, int) or max_rows_per_unit < 1
-        ):
+        if max_rows_per_unit is not None and not integer_in(max_rows_per_unit, 1):
             raise UsageError("max_rows_per_unit must be an integer >= 1", max_rows_per_unit, "pass e.g. 30")
         declaration = Declaration(
             privacy_unit,
@@ -541,7 +540,7 @@ def _engine_value(value: Any) -> Any:
 def _check_constant_work(value: object) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not integer_in(value, 1):
         raise UsageError(
             "constant_work is the number of sensitivity terms every smooth step evaluates",
             value,

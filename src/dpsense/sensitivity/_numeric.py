@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParameter, UsageError
 
 F64 = NDArray[np.float64]
@@ -80,7 +81,7 @@ def check_count(value: object, *, name: str, minimum: int) -> int:
     """A public integer >= ``minimum`` (rank, n, trim, cap, C)."""
     if isinstance(value, np.integer):
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not integer_in(value, minimum):
         raise UsageError(f"{name} must be an integer >= {minimum}", value, f"declare {name} as a public integer")
     return value
 

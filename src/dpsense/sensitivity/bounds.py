@@ -17,6 +17,7 @@ from numbers import Rational
 import numpy as np
 
 from dpsense.core.adjacency import PrivacyUnit
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike, inward_interval, to_fraction
 
@@ -46,7 +47,7 @@ def exact_number(value: object, *, name: str, error: type[UsageError]) -> Fracti
 def _require_count(value: object, *, name: str, example: str) -> int:
     if isinstance(value, np.integer):
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not integer_in(value, 1):
         raise UsageError(f"{name} must be an integer >= 1", value, f"declare it as a positive integer, e.g. {example}")
     return value
 

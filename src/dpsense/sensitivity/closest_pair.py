@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, InvalidData, InvalidSensitivity, UnsupportedRequest, UsageError
 from dpsense.sensitivity._closest_pair_engine import (
     F64,
@@ -169,12 +170,12 @@ def closest_pair_range_top(
     """
     adj = Adjacency.parse(adjacency)
     lo, hi = _check_box(low, high)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 1024:
+    if not integer_in(dim, 1, 1024):
         raise UsageError("dim must be an integer in [1, 1024]", dim, "pass the number of coordinates")
     diameter = math.sqrt(dim) * float(hi - lo)
     if adj is Adjacency.ADD_REMOVE:
         return diameter
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+    if not integer_in(n, 2):
         raise UsageError("replace adjacency needs the public n >= 2", n, "pass n=<number of points>")
     side = max(2, round(n ** (1.0 / dim)))
     while side**dim < n:
@@ -360,7 +361,7 @@ def closest_pair_family(
     """
     if variant not in ("auto", "exact_1d", "W"):
         raise UsageError("variant must be 'auto', 'exact_1d' or 'W'", variant, "pick one of the three")
-    if isinstance(max_records_per_unit, bool) or not isinstance(max_records_per_unit, int):
+    if not integer_in(max_records_per_unit):
         raise UsageError("max_records_per_unit must be an integer >= 1", max_records_per_unit, "declare C")
     P = _as_points(points)
     exact = variant == "exact_1d" or (variant == "auto" and P.shape[1] == 1)

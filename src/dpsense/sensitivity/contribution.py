@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.checks import integral_in
 from dpsense.core.errors import InvalidBounds, InvalidData, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.noise import entropy
@@ -123,7 +124,7 @@ def bound_rows_per_unit(unit_ids: ArrayLike, *, max_rows: int) -> NDArray[np.int
         InvalidData: if the ids are not 1-D, contain NaN, or are not mutually comparable.
 
     """
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
+    if not integral_in(max_rows, 1):
         raise UsageError("max_rows must be an integer >= 1", max_rows, "declare the per-unit row bound, e.g. 30")
     codes = _unit_codes(unit_ids)
     n = codes.shape[0]

@@ -31,6 +31,7 @@ from fractions import Fraction
 from typing import Literal, overload
 
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidSensitivity, UnsupportedRequest, UsageError
 from dpsense.core.numbers import ceil_fraction, dec_sqrt, decimal_of
 from dpsense.sensitivity.bounds import Bounds, ContributionBound
@@ -207,7 +208,7 @@ def mean_sensitivity_public_n(
             adj.value,
             "release a noisy centered sum and a noisy count and compose them (mean_private_n_plan, mean_from_noisy)",
         )
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not integer_in(n, 1):
         raise UsageError(
             "the public n must be an integer >= 1", n, "pass the public number of values averaged, e.g. n=1000"
         )

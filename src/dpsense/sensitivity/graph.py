@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UsageError
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -25,7 +26,7 @@ _WITHHELD = "withheld: private edge data"
 def _check_num_vertices(num_vertices: object) -> int:
     if isinstance(num_vertices, np.integer):
         num_vertices = int(num_vertices)
-    if isinstance(num_vertices, bool) or not isinstance(num_vertices, int) or num_vertices < 0:
+    if not integer_in(num_vertices, 0):
         raise UsageError(
             "the public vertex count must be an integer >= 0",
             num_vertices,

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest, UsageError
 from dpsense.sensitivity.graph import GraphLike, IntArray, _check_num_vertices
 from dpsense.sensitivity.graph import UndirectedGraph as UndirectedGraph
@@ -167,7 +168,7 @@ def _best_free_pair(deg: IntArray, rows: IntArray, cols: IntArray, counts: IntAr
 def _check_step(k: object) -> int:
     if isinstance(k, np.integer):
         k = int(k)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+    if not integer_in(k, 0):
         raise UsageError("the step k of a monotone family must be an integer >= 0", k, "pass k = 0, 1, 2, ...")
     return k
 

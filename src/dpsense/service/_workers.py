@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import UsageError
 from dpsense.engine import Engine
 from dpsense.ledger import Ledger, TokenIdentity
@@ -101,7 +102,7 @@ class ServiceConfig:
                     f"pass --resolve-stale-{flag} SECONDS, e.g. the default {getattr(ServiceConfig, name):g}",
                 )
         work = self.constant_work
-        if isinstance(work, bool) or not isinstance(work, int) or not 1 <= work <= MAX_CONSTANT_WORK:
+        if not integer_in(work, 1, MAX_CONSTANT_WORK):
             raise UsageError(
                 f"the service's constant_work is the number of sensitivity terms every smooth step evaluates, "
                 f"an integer from 1 to {MAX_CONSTANT_WORK}",

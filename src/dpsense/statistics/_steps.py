@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
-from dpsense.core.numbers import inward_interval
+from dpsense.core.numbers import DELTA_SLACK, inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import ClippedSum, clipped_sum
 from dpsense.mechanisms import MechanismResult
@@ -193,7 +193,7 @@ def ptr_record_budget(step: PlanStep) -> tuple[Fraction, Fraction]:
         raise InternalError(f"PTR step {step.output!r} with δ = 0")
     k = step.unit_cost
     eps_r = step.loss.epsilon / k
-    factor = k * math.exp((k - 1) * float(eps_r)) * (1 + 1e-9)
+    factor = k * math.exp((k - 1) * float(eps_r)) * (1 + DELTA_SLACK)
     delta_r = Fraction(float(step.loss.delta) / factor)
     while delta_r * Fraction(factor) > step.loss.delta:  # never above δ after rounding
         delta_r = Fraction(math.nextafter(float(delta_r), 0.0))
