@@ -14,11 +14,11 @@ The caller stores only released (noised) values; the ledger never sees unnoised 
 """
 
 from dpsense.ledger._audit import AuditReport
-from dpsense.ledger._ledger import Ledger
+from dpsense.ledger._ledger import Ledger, SpendPoint
 from dpsense.ledger._partitions import PartitionSpec
 from dpsense.ledger._profiles import DatasetProfile
 from dpsense.ledger._secrets import keyed_fingerprint
-from dpsense.ledger._service import MAX_TOKEN_TTL_S, SpendPoint, TokenIdentity, TokenInfo
+from dpsense.ledger._service import MAX_TOKEN_TTL_S, TokenIdentity, TokenInfo
 from dpsense.ledger._states import ChargeState
 from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Reservation, Scope, StoredRelease
 from dpsense.ledger._verify import Anchor, checkpoint_document, read_checkpoint

@@ -36,7 +36,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -47,7 +47,6 @@ from dpsense.core.errors import (
     LedgerStateError,
     LedgerUnreadable,
     RequestIdConflict,
-    UnknownAnalyst,
     UsageError,
 )
 from dpsense.core.privacy_loss import PrivacyLoss
@@ -61,9 +60,10 @@ from dpsense.ledger._amounts import (
 )
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._backends import Backend, Row, Tx, open_backend
+from dpsense.ledger._context import LedgerContext
 from dpsense.ledger._events import check_event, event_to_json
 from dpsense.ledger._partitions import GroupCharge, PartitionSpec, check_partition, group_key, payload_json
-from dpsense.ledger._profiles import ProfileOps
+from dpsense.ledger._profiles import DatasetProfile, Profiles
 from dpsense.ledger._rows import (
     BUDGET_COLS,
     CHARGE_COLS,
@@ -81,9 +81,9 @@ from dpsense.ledger._rows import (
     stored,
 )
 from dpsense.ledger._rows import dataset_id as dataset_id_of
-from dpsense.ledger._service import ServiceOps
-from dpsense.ledger._states import OPEN_STATES, ChargeState, check_transition
-from dpsense.ledger._steward import StewardOps, _iso
+from dpsense.ledger._service import Role, TokenIdentity, TokenInfo, Tokens
+from dpsense.ledger._states import OPEN_STATES, SPENT_STATES, ChargeState, check_transition
+from dpsense.ledger._steward import Accounting, Stewardship, _iso
 from dpsense.ledger._types import (
     BudgetStatus,
     ChargeRecord,
@@ -121,12 +121,29 @@ class Committed(NamedTuple):
     charged: bool
 
 
+@dataclass(frozen=True)
+class SpendPoint:
+    """One spending charge: when it was debited (Unix seconds), by whom, the exact loss and its state."""
+
+    at: float
+    analyst: str
+    loss: PrivacyLoss
+    state: ChargeState
+
+
 class _Refused(NamedTuple):
     error: LedgerStateError
 
 
-class Ledger(StewardOps, ProfileOps, ServiceOps):
-    """A persistent, atomic privacy-budget ledger over SQLite or PostgreSQL."""
+class Ledger:
+    """A persistent, atomic privacy-budget ledger over SQLite or PostgreSQL.
+
+    The reserve -> commit | fail lifecycle and the reads are the ledger's own; the steward's
+    operations (``Stewardship``), the dataset profiles (``Profiles``) and the API tokens (``Tokens``)
+    are components that share the ledger's ``LedgerContext`` (backend, clock, id caches). Their
+    methods are the ledger's public API: each ledger method below delegates to one of them, whose
+    docstring has the details.
+    """
 
     def __init__(
         self, backend: Backend, *, clock: Callable[[], float] = time.time, lease_s: float = DEFAULT_LEASE_S
@@ -137,14 +154,13 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                 lease_s,
                 f"pass e.g. lease_s={DEFAULT_LEASE_S:g} (longer than the slowest release)",
             )
-        self._backend = backend
-        self._clock = clock
+        self._context = LedgerContext(backend, clock)
         self._lease_s = float(lease_s)
         # Identifies this process's reservations (only the reserving process may refund one).
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}:{id(self)}"
-        # Datasets and analysts are never deleted and ids never change: known ones skip a lookup.
-        self._dataset_ids: dict[str, int] = {}
-        self._analysts: set[str] = set()
+        self._stewardship = Stewardship(self._context)
+        self._profiles = Profiles(self._context)
+        self._tokens = Tokens(self._context)
 
     @classmethod
     def open(cls, url: str, *, clock: Callable[[], float] = time.time, lease_s: float = DEFAULT_LEASE_S) -> Ledger:
@@ -171,13 +187,79 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
 
     def close(self) -> None:
         """Close the connection."""
-        self._backend.close()
+        self._context.backend.close()
 
     def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------------ steward (``Stewardship``)
+
+    def add_analyst(self, name: str) -> None:
+        """Allow ``name`` to charge (idempotent): ``Stewardship.add_analyst``."""
+        self._stewardship.add_analyst(name)
+
+    def register_dataset(
+        self, name: str, *, budget: PrivacyLoss, fingerprint: str | None = None, accounting: Accounting | None = None
+    ) -> str:
+        """Register a dataset with its total budget; its ledger name: ``Stewardship.register_dataset``."""
+        return self._stewardship.register_dataset(name, budget=budget, fingerprint=fingerprint, accounting=accounting)
+
+    def set_budget(self, dataset: str, scope: Scope, cap: PrivacyLoss, *, accounting: Accounting | None = None) -> None:
+        """Create or change the cap of a scope (sub-budgets subdivide): ``Stewardship.set_budget``."""
+        self._stewardship.set_budget(dataset, scope, cap, accounting=accounting)
+
+    def fingerprint_key(self) -> bytes:
+        """The secret key for keyed snapshot fingerprints: ``Stewardship.fingerprint_key``."""
+        return self._stewardship.fingerprint_key()
+
+    def resolve_stale(self, *, older_than_s: float) -> int:
+        """Mark stale reservations ABANDONED (they stay charged): ``Stewardship.resolve_stale``."""
+        return self._stewardship.resolve_stale(older_than_s=older_than_s)
+
+    # ------------------------------------------------------------------ profiles (``Profiles``)
+
+    def save_profile(self, dataset: str, *, snapshot: str, fingerprint: str, profile: Mapping[str, Any]) -> None:
+        """Store the public profile of a snapshot of ``dataset``: ``Profiles.save_profile``."""
+        self._profiles.save_profile(dataset, snapshot=snapshot, fingerprint=fingerprint, profile=profile)
+
+    def profile(self, dataset: str, snapshot: str | None = None) -> DatasetProfile:
+        """The profile of ``snapshot`` (by default the latest) of ``dataset``: ``Profiles.profile``."""
+        return self._profiles.profile(dataset, snapshot)
+
+    def snapshots(self, dataset: str) -> list[str]:
+        """The dataset's snapshot versions, oldest first: ``Profiles.snapshots``."""
+        return self._profiles.snapshots(dataset)
+
+    def dataset_names(self) -> list[str]:
+        """Every registered dataset, by name: ``Profiles.dataset_names``."""
+        return self._profiles.dataset_names()
+
+    def dataset_for_fingerprint(self, fingerprint: str) -> tuple[str, str | None] | None:
+        """The (dataset, snapshot) of a keyed fingerprint, or ``None``: ``Profiles.dataset_for_fingerprint``."""
+        return self._profiles.dataset_for_fingerprint(fingerprint)
+
+    # ------------------------------------------------------------------ API tokens (``Tokens``)
+
+    def create_token(
+        self, analyst: str, *, role: Role = "analyst", expires_at: float | None = None, ttl_s: float | None = None
+    ) -> str:
+        """A new API token for ``analyst``, returned this once: ``Tokens.create_token``."""
+        return self._tokens.create_token(analyst, role=role, expires_at=expires_at, ttl_s=ttl_s)
+
+    def verify_token(self, token: str) -> TokenIdentity | None:
+        """Who ``token`` speaks for, or ``None`` for every refusal: ``Tokens.verify_token``."""
+        return self._tokens.verify_token(token)
+
+    def revoke_token(self, token_id: str) -> bool:
+        """Revoke a token by its public id; False when none is active: ``Tokens.revoke_token``."""
+        return self._tokens.revoke_token(token_id)
+
+    def tokens(self, analyst: str | None = None) -> list[TokenInfo]:
+        """Every token (of ``analyst`` when given), without secrets or hashes: ``Tokens.tokens``."""
+        return self._tokens.tokens(analyst)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -241,13 +323,13 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         """Poll (read-only, no locks held) until the holder is no longer pending or its lease ended."""
         delay = _POLL_FIRST_S
         while True:
-            with self._backend.read() as tx:
+            with self._context.backend.read() as tx:
                 rows = tx.execute("SELECT state, flight_key, updated_at FROM charges WHERE id = ?", (wait.charge_id,))
             if not rows or rows[0][1] is None or rows[0][0] != ChargeState.RESERVED.value:
                 return
             if float(rows[0][2]) != wait.updated_at:  # resumed by a retry: a new lease, look again
                 return
-            if time.monotonic() - start >= self._lease_s or self._clock() - wait.updated_at >= self._lease_s:
+            if time.monotonic() - start >= self._lease_s or self._context.clock() - wait.updated_at >= self._lease_s:
                 return
             time.sleep(delay)
             delay = min(2 * delay, _POLL_MAX_S)
@@ -268,7 +350,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         since: dict[tuple[int, float], float],
     ) -> Reservation | _Wait:
         """One reserve transaction: a Reservation, or ``_Wait`` when another charge holds the cache key."""
-        now = self._clock()
+        now = self._context.clock()
 
         def fresh(holder: Row) -> bool:
             """The holder is pending inside its lease (by the ledger clock and by this wait)."""
@@ -279,14 +361,9 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             waited = 0.0 if start is None else time.monotonic() - start
             return now - updated < self._lease_s and waited < self._lease_s
 
-        with self._backend.write() as tx:
-            dataset_id = self._dataset_ids.get(dataset) or self._dataset_ids.setdefault(
-                dataset, dataset_id_of(tx, dataset)
-            )
-            if analyst not in self._analysts:
-                if not tx.execute("SELECT 1 FROM analysts WHERE name = ?", (analyst,)):
-                    raise UnknownAnalyst(analyst)
-                self._analysts.add(analyst)
+        with self._context.backend.write() as tx:
+            dataset_id = self._context.dataset_id(tx, dataset)
+            self._context.check_analyst(tx, analyst)
             budgets = [
                 BudgetRow(row)
                 for row in tx.execute(
@@ -451,7 +528,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                 type(record.value).__name__,
                 "pass numbers, strings, lists and dicts without NaN or infinities",
             ) from None
-        now = self._clock()
+        now = self._context.clock()
         release = (
             value_json,
             record.mechanism,
@@ -462,7 +539,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
             record.code_version,
         )
         refused: _Refused | None = None
-        with self._backend.write() as tx:
+        with self._context.backend.write() as tx:
             head = tx.execute("SELECT dataset_id, cache_key, state FROM charges WHERE id = ?{lock}", (charge_id,))
             if head and head[0][1] is not None and ChargeState(head[0][2]) in OPEN_STATES:
                 other = cached_release(tx, int(head[0][0]), head[0][1])
@@ -534,8 +611,8 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         ``data_accessed=True`` keeps the charge spent (state FAILED).
         """
         charge_id = charge_id_of(reservation)
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             dataset_id = dataset_id_of(tx, reservation.dataset)
             budgets = {
                 int(r[0]): BudgetRow(r)
@@ -572,7 +649,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
     def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
         """Cap, spend and remainder of one scope (the total by default), exact."""
         scope = scope or Scope.total()
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             rows = tx.execute(
                 f"SELECT {BUDGET_COLS} FROM budgets WHERE dataset_id = ? AND scope_kind = ? AND scope_value = ?",
@@ -588,7 +665,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
 
     def charges(self, dataset: str) -> list[ChargeRecord]:
         """Every charge of a dataset, oldest first."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             rows = tx.execute(
                 "SELECT id, analyst, request_id, state, loss, family, cache_key FROM charges WHERE dataset_id = ?"
@@ -604,7 +681,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
 
     def releases(self, dataset: str) -> list[StoredRelease]:
         """Every stored release of a dataset, oldest first."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             rows = tx.execute(
                 f"SELECT {RELEASE_COLS} FROM releases r JOIN datasets d ON d.id = r.dataset_id"
@@ -612,6 +689,23 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
                 (dataset_id,),
             )
         return [stored(r) for r in rows]
+
+    def spend_timeline(self, dataset: str) -> list[SpendPoint]:
+        """Every charge of ``dataset`` that spends, in debit order, with its debit time, analyst and exact loss.
+
+        The spending states are reserved, committed, failed and abandoned; refunded charges spent
+        nothing and are left out. The steward's dashboard plots cumulative spend from it.
+        """
+        states = sorted(s.value for s in SPENT_STATES)
+        marks = ", ".join("?" for _ in states)
+        with self._context.backend.read() as tx:
+            dataset_id = dataset_id_of(tx, dataset)
+            rows = tx.execute(
+                "SELECT COALESCE(charged_at, created_at), analyst, loss, state FROM charges"
+                f" WHERE dataset_id = ? AND state IN ({marks}) ORDER BY COALESCE(charged_at, created_at), id",
+                (dataset_id, *states),
+            )
+        return [SpendPoint(float(r[0]), str(r[1]), loss_from_json(json.loads(r[2])), ChargeState(r[3])) for r in rows]
 
     def verify(self, *, expected_head: str | Anchor | None = None) -> AuditReport:
         """Verify the ledger: the audit chain, the anchor, and every table against the chain's replay.
@@ -627,7 +721,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
         """
         anchor = Anchor.parse(expected_head) if isinstance(expected_head, str) else expected_head
         try:
-            with self._backend.read() as tx:
+            with self._context.backend.read() as tx:
                 return _verify.verify(tx, anchor=anchor)
         except _verify.read_errors() as exc:
             raise LedgerUnreadable(
@@ -638,7 +732,7 @@ class Ledger(StewardOps, ProfileOps, ServiceOps):
 
     def checkpoint(self) -> Anchor:
         """The current chain head as an anchor to keep outside the ledger (``verify(expected_head=...)``)."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             seq, head = tx.execute("SELECT seq, hash FROM audit_head WHERE id = 1")[0]
         return Anchor(str(head), int(seq))
 

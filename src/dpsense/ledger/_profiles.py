@@ -6,22 +6,23 @@ value or a count. One profile is stored per (dataset, snapshot version), with th
 fingerprint (``keyed_fingerprint``), so that a later registration of the same data links to the same
 dataset and budget (DESIGN invariant 8) whichever snapshot of it matches.
 
-A mixin of ``Ledger``: steward operations, audited like the others (the audit payload names the
-snapshot and the SHA-256 of the profile text, never the fingerprint).
+``Profiles`` is a component of ``Ledger`` (which delegates its profile methods here): steward
+operations, audited like the others (the audit payload names the snapshot and the SHA-256 of the
+profile text, never the fingerprint).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.ledger import _audit
 from dpsense.ledger._amounts import canonical_json
-from dpsense.ledger._backends import Backend
+from dpsense.ledger._context import LedgerContext
 from dpsense.ledger._rows import dataset_id as dataset_id_of
 from dpsense.ledger._steward import _iso
 from dpsense.ledger._types import _name
@@ -42,11 +43,11 @@ class DatasetProfile:
     created_at: float
 
 
-class ProfileOps:
-    """Profile operations shared by ``Ledger`` (expects ``_backend`` and ``_clock``)."""
+class Profiles:
+    """The dataset profiles and dataset names of one ledger (its ``LedgerContext``)."""
 
-    _backend: Backend
-    _clock: Callable[[], float]
+    def __init__(self, context: LedgerContext) -> None:
+        self._context = context
 
     def save_profile(self, dataset: str, *, snapshot: str, fingerprint: str, profile: Mapping[str, Any]) -> None:
         """Store the public profile of snapshot ``snapshot`` of ``dataset`` (idempotent when identical).
@@ -65,8 +66,8 @@ class ProfileOps:
             raise InvalidData(
                 "a dataset profile must be plain JSON", type(profile).__name__, "pass strings, numbers, lists, dicts"
             ) from None
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             rows = tx.execute(
                 "SELECT fingerprint, profile FROM dataset_profiles WHERE dataset_id = ? AND snapshot = ?",
@@ -95,7 +96,7 @@ class ProfileOps:
 
     def profile(self, dataset: str, snapshot: str | None = None) -> DatasetProfile:
         """The profile of ``snapshot`` (by default the latest registered one) of ``dataset``."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             if snapshot is None:
                 rows = tx.execute(
@@ -119,20 +120,20 @@ class ProfileOps:
 
     def snapshots(self, dataset: str) -> list[str]:
         """The dataset's snapshot versions, oldest first."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             rows = tx.execute("SELECT snapshot FROM dataset_profiles WHERE dataset_id = ? ORDER BY id", (dataset_id,))
         return [str(r[0]) for r in rows]
 
     def dataset_names(self) -> list[str]:
         """Every registered dataset, by name."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             rows = tx.execute("SELECT name FROM datasets ORDER BY name", ())
         return [str(r[0]) for r in rows]
 
     def dataset_for_fingerprint(self, fingerprint: str) -> tuple[str, str | None] | None:
         """The (dataset, snapshot) whose data has this keyed fingerprint, or ``None``."""
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             rows = tx.execute(
                 "SELECT d.name, p.snapshot FROM dataset_profiles p JOIN datasets d ON d.id = p.dataset_id"
                 " WHERE p.fingerprint = ? ORDER BY p.id LIMIT 1",

@@ -1,6 +1,7 @@
-"""What the HTTP service needs from the ledger: API tokens (salted hashes only) and spend times.
+"""What the HTTP service needs from the ledger: API tokens (salted hashes only).
 
-A mixin of ``Ledger`` (``dpsense.ledger._ledger``), added for the release service (``dpsense.service``).
+``Tokens`` is a component of ``Ledger`` (``dpsense.ledger._ledger``), which delegates its token
+methods here; added for the release service (``dpsense.service``).
 
 API tokens
     ``create_token(analyst, role=...)`` draws a token from the OS CSPRNG (``dpsense.noise.entropy``)
@@ -28,11 +29,6 @@ API tokens
     of revocation, expiry and role are combined only after all of that (the clock is read once for
     every token, so an expired token is refused after the same work as any other refusal). A malformed
     token skips the lookup (its format is public) but is still hashed once.
-
-Spend times
-    ``spend_timeline(dataset)`` lists every charge that spends (reserved, committed, failed,
-    abandoned) with its debit time, analyst and exact loss: the steward's dashboard plots cumulative
-    spend from it. Refunded charges spent nothing and are left out.
 """
 
 from __future__ import annotations
@@ -40,20 +36,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from dpsense.core.errors import UnknownAnalyst, UsageError
-from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import _audit
-from dpsense.ledger._amounts import loss_from_json
-from dpsense.ledger._backends import Backend
-from dpsense.ledger._rows import dataset_id as dataset_id_of
-from dpsense.ledger._states import SPENT_STATES, ChargeState
+from dpsense.ledger._context import LedgerContext
 from dpsense.ledger._steward import _iso
 from dpsense.ledger._types import _name
 from dpsense.noise.entropy import random_bytes
@@ -104,21 +94,11 @@ class TokenInfo:
     expires_at: float | None = None
 
 
-@dataclass(frozen=True)
-class SpendPoint:
-    """One spending charge: when it was debited (Unix seconds), by whom, the exact loss and its state."""
+class Tokens:
+    """The API tokens of one ledger (its ``LedgerContext``): created, verified, revoked, listed."""
 
-    at: float
-    analyst: str
-    loss: PrivacyLoss
-    state: ChargeState
-
-
-class ServiceOps:
-    """Token and spend-time operations shared by ``Ledger`` (expects ``_backend`` and ``_clock``)."""
-
-    _backend: Backend
-    _clock: Callable[[], float]
+    def __init__(self, context: LedgerContext) -> None:
+        self._context = context
 
     def create_token(
         self,
@@ -143,12 +123,12 @@ class ServiceOps:
         analyst = _name(analyst, "analyst")
         if role not in ROLES:
             raise UsageError("a token's role is 'analyst' or 'steward'", role, "pass role='analyst'")
-        now = self._clock()
+        now = self._context.clock()
         expiry = _expiry(now, expires_at, ttl_s)
         token_id = random_bytes(_ID_BYTES).hex()
         secret = random_bytes(_SECRET_BYTES)
         salt = random_bytes(_SALT_BYTES)
-        with self._backend.write() as tx:
+        with self._context.backend.write() as tx:
             if not tx.execute("SELECT 1 FROM analysts WHERE name = ?", (analyst,)):
                 raise UnknownAnalyst(analyst)
             tx.execute(
@@ -171,12 +151,12 @@ class ServiceOps:
 
         Every refusal is the same ``None``; known and unknown ids cost the same work (module docstring).
         """
-        now = self._clock()
+        now = self._context.clock()
         parsed = _parse(token)
         token_id, secret = parsed if parsed is not None else (_DUMMY_ID, b"")
         rows: list[tuple[object, ...]] = []
         if parsed is not None:
-            with self._backend.read() as tx:
+            with self._context.backend.read() as tx:
                 rows = [tuple(r) for r in tx.execute(_LOOKUP_SQL, (token_id,))]
         stored_id, analyst, role, salt, stored_hash, revoked_at, expires_at = (
             rows[0] if rows else (_DUMMY_ID, "", "", _DUMMY_SALT, _DUMMY_HASH, None, None)
@@ -194,8 +174,8 @@ class ServiceOps:
     def revoke_token(self, token_id: str) -> bool:
         """Revoke a token by its public id; returns False when no active token has that id."""
         token_id = _name(token_id, "token id")
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             rows = tx.execute(
                 "SELECT analyst, role FROM api_tokens WHERE token_id = ? AND revoked_at IS NULL{lock}", (token_id,)
             )
@@ -212,25 +192,12 @@ class ServiceOps:
         params: tuple[object, ...] = ()
         if analyst is not None:
             sql, params = sql + " WHERE analyst = ?", (analyst,)
-        with self._backend.read() as tx:
+        with self._context.backend.read() as tx:
             rows = tx.execute(sql + " ORDER BY id", params)
         return [
             TokenInfo(str(r[0]), str(r[1]), r[2], float(r[3]), r[4] is not None, None if r[5] is None else float(r[5]))
             for r in rows
         ]
-
-    def spend_timeline(self, dataset: str) -> list[SpendPoint]:
-        """Every charge of ``dataset`` that spends, in debit order (see the module docstring)."""
-        states = sorted(s.value for s in SPENT_STATES)
-        marks = ", ".join("?" for _ in states)
-        with self._backend.read() as tx:
-            dataset_id = dataset_id_of(tx, dataset)
-            rows = tx.execute(
-                "SELECT COALESCE(charged_at, created_at), analyst, loss, state FROM charges"
-                f" WHERE dataset_id = ? AND state IN ({marks}) ORDER BY COALESCE(charged_at, created_at), id",
-                (dataset_id, *states),
-            )
-        return [SpendPoint(float(r[0]), str(r[1]), loss_from_json(json.loads(r[2])), ChargeState(r[3])) for r in rows]
 
 
 def credential_digest(salt: bytes, token_hash: str) -> str:

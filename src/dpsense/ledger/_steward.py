@@ -1,13 +1,13 @@
 """The data steward's side of the ledger: analysts, datasets, budgets and sub-budgets, secrets.
 
-A mixin of ``Ledger`` (``dpsense.ledger._ledger``): the lifecycle (reserve, commit, fail) lives
-there; this module holds the operations a steward runs to set the ledger up and maintain it.
+``Stewardship`` is a component of ``Ledger`` (``dpsense.ledger._ledger``), which delegates its
+steward methods here: the lifecycle (reserve, commit, fail) lives there; this module holds the
+operations a steward runs to set the ledger up and maintain it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Literal
@@ -30,7 +30,8 @@ from dpsense.ledger._amounts import (
     loss_to_json,
     mode_of,
 )
-from dpsense.ledger._backends import Backend, Tx
+from dpsense.ledger._backends import Tx
+from dpsense.ledger._context import LedgerContext
 from dpsense.ledger._events import composed_epsilon
 from dpsense.ledger._rows import (
     BUDGET_COLS,
@@ -45,22 +46,21 @@ from dpsense.ledger._types import (
     _name,
 )
 
+#: The accounting a budget may ask for instead of its cap's own (basic (ε, δ) or zCDP): PLD composition.
+Accounting = Literal["pld"]
 
-class StewardOps:
-    """Steward operations shared by ``Ledger`` (expects ``_backend``, ``_clock``, ``_dataset_ids``, ``_analysts``)."""
 
-    _backend: Backend
-    _clock: Callable[[], float]
-    _dataset_ids: dict[str, int]
-    _analysts: set[str]
+class Stewardship:
+    """The steward's operations on one ledger (its ``LedgerContext``): every write audited."""
 
-    # ------------------------------------------------------------------ steward
+    def __init__(self, context: LedgerContext) -> None:
+        self._context = context
 
     def add_analyst(self, name: str) -> None:
         """Allow ``name`` to charge (idempotent)."""
         name = _name(name, "analyst")
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             if tx.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)):
                 return
             tx.execute("INSERT INTO analysts (name, created_at) VALUES (?, ?)", (name, now))
@@ -72,7 +72,7 @@ class StewardOps:
         *,
         budget: PrivacyLoss,
         fingerprint: str | None = None,
-        accounting: Literal["pld"] | None = None,
+        accounting: Accounting | None = None,
     ) -> str:
         """Register a dataset with its total budget; returns the dataset's ledger name.
 
@@ -84,8 +84,8 @@ class StewardOps:
         name = _name(name, "dataset")
         check_positive(budget)
         mode, cap = _mode_and_cap(budget, accounting)
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             if fingerprint is not None:
                 rows = tx.execute("SELECT name FROM datasets WHERE fingerprint = ?", (fingerprint,))
                 if rows:
@@ -106,9 +106,7 @@ class StewardOps:
             _audit.append(tx, at=_iso(now), event="register_dataset", payload=payload)
         return name
 
-    def set_budget(
-        self, dataset: str, scope: Scope, cap: PrivacyLoss, *, accounting: Literal["pld"] | None = None
-    ) -> None:
+    def set_budget(self, dataset: str, scope: Scope, cap: PrivacyLoss, *, accounting: Accounting | None = None) -> None:
         """Create or change the cap of a scope (sub-budgets subdivide; the total always applies).
 
         A new sub-budget starts with what is already spent in its scope: every reserved, committed,
@@ -119,8 +117,8 @@ class StewardOps:
         """
         check_positive(cap)
         mode, pair = _mode_and_cap(cap, accounting)
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             dataset_id = dataset_id_of(tx, dataset)
             rows = tx.execute(
                 f"SELECT {BUDGET_COLS} FROM budgets"
@@ -160,8 +158,8 @@ class StewardOps:
 
     def fingerprint_key(self) -> bytes:
         """The secret key for keyed snapshot fingerprints (CSPRNG, created once, never logged)."""
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             key, created = _secrets.get_or_create(tx, _secrets.FINGERPRINT_KEY, now=now)
             if created:
                 _audit.append(tx, at=_iso(now), event="secret_created", payload={"name": _secrets.FINGERPRINT_KEY})
@@ -172,8 +170,8 @@ class StewardOps:
 
         Returns how many were marked. A retry with the same request id may still complete one.
         """
-        now = self._clock()
-        with self._backend.write() as tx:
+        now = self._context.clock()
+        with self._context.backend.write() as tx:
             rows = tx.execute(
                 "UPDATE charges SET state = 'abandoned', updated_at = ? WHERE state = 'reserved' AND updated_at < ?"
                 " RETURNING id",
@@ -230,7 +228,7 @@ class StewardOps:
         )
 
 
-def _mode_and_cap(cap: PrivacyLoss, accounting: Literal["pld"] | None) -> tuple[Mode, Pair]:
+def _mode_and_cap(cap: PrivacyLoss, accounting: Accounting | None) -> tuple[Mode, Pair]:
     """The accounting mode and exact cap of a budget; PLD needs an (ε, δ) cap with δ > 0."""
     if accounting is None:
         mode = mode_of(cap)

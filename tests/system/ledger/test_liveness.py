@@ -262,7 +262,7 @@ def test_postgres_sessions_carry_the_stated_timeouts(ledger_url: str) -> None:
 def test_postgres_session_ended_by_the_server_reconnects(ledger_url: str) -> None:
     _setup(ledger_url)
     with Ledger.open(ledger_url) as ledger:
-        pid = ledger._backend._conn.info.backend_pid  # type: ignore[attr-defined]
+        pid = ledger._context.backend._conn.info.backend_pid  # type: ignore[attr-defined]
         rows(ledger_url, f"SELECT pg_terminate_backend({int(pid)})")
         with pytest.raises(LedgerBusy, match="session ended"):
             ledger.budget("a")

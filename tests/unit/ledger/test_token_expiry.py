@@ -156,8 +156,8 @@ def _create_v6_token(ledger: Ledger, analyst: str) -> str:
     token_id = random_bytes(service._ID_BYTES).hex()
     secret = random_bytes(service._SECRET_BYTES)
     salt = random_bytes(service._SALT_BYTES)
-    now = ledger._clock()
-    with ledger._backend.write() as tx:
+    now = ledger._context.clock()
+    with ledger._context.backend.write() as tx:
         tx.execute(
             "INSERT INTO api_tokens (token_id, analyst, role, salt, token_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (token_id, analyst, "steward", salt, service._digest(salt, secret), now),

@@ -99,7 +99,7 @@ class _Counts:
 def _counting(monkeypatch: pytest.MonkeyPatch, ledger: Ledger) -> Iterator[_Counts]:
     counts = _Counts()
     digest, compare = service._digest, hmac.compare_digest
-    backend = ledger._backend
+    backend = ledger._context.backend
     read = backend.read
 
     def counted_digest(salt: bytes, secret: bytes) -> str:
