@@ -1,53 +1,15 @@
 """Exact sampling of an index with probability proportional to ``m_i * exp(-a * e_i)``.
 
-This is the sampler behind the exponential mechanism (``dpsense.mechanisms.exponential``) and the
-exponential-mechanism quantile (``dpsense.mechanisms.quantile``). Inputs: base measures ``m_i >= 0``
-(float64, taken as the exact dyadic rationals they are), integer exponents ``e_i >= 0`` (int64) and a
-rate ``a >= 0`` (an exact ``Fraction``). The index ``i`` is returned with probability *exactly*
-``w_i / sum_j w_j``, ``w_i = m_i exp(-a e_i)``: no floating-point approximation reaches the output
-distribution (docs/math/floating-point.md; Ilvento, CCS 2020, shows why float EM samplers are unsafe).
-
-How (inversion of one uniform real ``u`` in [0, 1), decided exactly):
-
-1. *Float table.* With ``k_i = e_i - min e`` (exact integers) and the frexp split
-   ``m_i = f_i 2^(x_i)`` (exact), compute ``lm_i = ln f_i - |x_i - x_max| ln 2``, ``d_i = a k_i``,
-   ``l_i = lm_i - d_i``, ``s_i = l_i - M <= 0`` (``M`` = max l) and ``w^_i = exp(s_i)``; the largest
-   ``w^`` is exactly 1. Each float64 step errs by at most 2^-48 relative (IEEE gives 2^-53; numpy's
-   ``log``/``exp`` a few ulps), so ``|s_i - s*_i| <= 2^-48 (1 + |x_i - x_max| + |lm_i| + d_i + |l_i|
-   + |s_i|)``; dpsense uses ``t_i`` = 4x that (factor 2^-46). Then ``|w^_i - w*_i| <= err_i :=
-   exp(s_i + t_i) min(2, 2 t_i + 2^-47)(1 + 2^-40) + 2^-1070``, where ``w*_i = exp(s*_i)`` is the
-   exact weight times one common constant. Terms with ``a k_i > 2^40`` are set to 0 with
-   ``err_i = 2^-1000`` (their true share is below ``exp(-2^39)``).
-2. *Exact prefix sums.* ``w^_i`` in [0, 1] is cut into L limbs of F bits (``F = 61 - bitlen(m)``, so
-   each limb's prefix sum is an exact int64; every cut is exact in IEEE arithmetic) with truncation
-   ``< 2^-(LF)`` per term, ``m 2^-(LF) <= 2^-60``. Prefix sums are therefore exact; unlike float
-   ``cumsum`` their error does not grow with m. With ``A = sum err_i + m 2^-(LF)`` and the quantised
-   total ``T = S_m >= 1``, the normalised boundaries ``c_k = S_k / S_m`` are within ``E = 2 A / T`` of
-   the true ``b_k = W*_{<k} / W*`` (``|S_k - W*_{<k}| <= A`` and ``|T - W*| <= A``).
-3. *Decision.* 64 random bits ``U`` place ``u`` in ``[U/2^64, (U+1)/2^64)``. The float path returns
-   bin ``i`` when ``u - c_i >= margin`` and ``c_{i+1} - u >= margin``, ``margin = E + 2^-46`` (2^-46
-   covers the float evaluation of ``c`` and ``u``: at most 2^-47). Then ``b_i <= u < b_{i+1}`` for
-   every ``u`` of the interval, so ``i`` is the exact inverse-CDF answer.
-4. *Exact fallback* (probability at most ``2 (m + 1) margin``; measured margins are 2^-43 to 2^-37,
-   so below 10^-9 for m <= 100 and about 10^-5 or less for m = 10^6):
-   lower and upper bounds on every true prefix sum ``W*_{<k}`` are computed with ``decimal`` at
-   precision P using directed rounding (``ROUND_FLOOR``/``ROUND_CEILING`` for +, x, /; ``exp`` is
-   correctly rounded, its result widened by 10^(2-P) relative; ``exp(-a k)`` along the sorted distinct
-   ``k`` is chained by products of ``exp(-a g)`` for the gaps ``g``). Bin ``i`` is returned when
-   ``upper(W*_{<i}) <= lower(u W*)`` and ``lower(W*_{<i+1}) >= upper(u W*)``. Otherwise ``u`` gets 64
-   more random bits, P grows by 20 digits, and the test repeats. The brackets shrink to the true
-   values and ``u`` lands on a boundary with probability 0, so the loop ends with probability 1.
-
-Whenever a bin is returned, ``u`` provably lies in that bin of the exact CDF, and ``u`` is exactly
-uniform (each extension appends fresh uniform bits), so the returned index has exactly the target
-distribution. Floating-point errors only decide *how often* the fallback runs, never *what* is returned.
-
-Timing: the float path is a fixed sequence of vectorised O(m) numpy operations plus one binary
-search; its duration depends on the data only through m (up to the speed of float operations on
-subnormal values, which some CPUs slow down). The fallback's occurrence and duration
-depend on the weights (it runs when ``u`` falls near a boundary), with probability at most
-``2 (m + 1) margin`` per draw; an observer who times single draws learns at most an event of that
-probability. The fallback is O(m) ``decimal`` operations (2-3 s for m = 10^6).
+The sampler behind the exponential mechanism (``dpsense.mechanisms.exponential``) and the EM
+quantile (``dpsense.mechanisms.quantile``). Inputs: base measures ``m_i >= 0`` (float64, taken as the
+exact dyadic rationals they are), integer exponents ``e_i >= 0`` and an exact ``Fraction`` rate
+``a >= 0``. Guarantee: index ``i`` is returned with probability *exactly* ``w_i / sum_j w_j``, so the
+mechanism's ε-DP (McSherry-Talwar) holds for the sampled law itself (Ilvento, CCS 2020, shows why
+float EM samplers are unsafe). Method: one uniform inverted against a float table with a certified
+error bound and exact int64 prefix sums, and a directed-rounding ``decimal`` fallback when the
+uniform falls near a boundary; floating point decides only how often the fallback runs
+(docs/math/floating-point.md §9.3). Timing depends on the data only through m, except for the
+fallback, which runs with probability at most ``2 (m + 1) margin`` per draw.
 """
 
 from __future__ import annotations
@@ -109,8 +71,8 @@ def _validate(base_measure: ArrayLike, exponents: ArrayLike, rate: Fraction) -> 
 class CategoricalSampler:
     """A reusable exact sampler for P(i) proportional to ``base_measure[i] * exp(-rate * exponents[i])``.
 
-    Build it once, then ``draw(size)`` any number of independent indices. See the module docstring
-    for the argument that the distribution is exact.
+    Build it once, then ``draw(size)`` any number of independent indices. See docs/math/floating-point.md
+    §9.3 for the argument that the distribution is exact.
     """
 
     base: F64

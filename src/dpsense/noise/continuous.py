@@ -1,59 +1,13 @@
 """Continuous noise in float64 for smooth-sensitivity releases, drawn from the OS CSPRNG.
 
-Every sampler here reads its randomness only from ``dpsense.noise.entropy`` and is vectorised
-(``n`` draws per call). The constructions, and why each is exact in real arithmetic:
-
-* ``uniform_open``: U = k / 2**53 with k uniform on {1, ..., 2**53 - 1} (53 random bits, the
-  all-zero word redrawn), so U lies in the open interval (0, 1), every value is an exact double,
-  and U and 1 - U have the same law.
-* ``standard_normal``: inverse CDF, Y = ndtri(U) (``scipy.special.ndtri``). Chosen over Box-Muller
-  because it is monotone in U (one uniform per draw, no trigonometry) and symmetric: 1 - U is exact,
-  so Y and -Y have the same law. The tails stop at |Y| <= ndtri(2**-53) ~ 8.2 (mass ~1e-16 cut).
-* ``standard_laplace``: Laplace(1) is the exact discrete Laplace K with P(K = k) proportional to
-  exp(-|k| / 2**48) (``dpsense.noise.exact``, CKS 2020 Alg. 2), divided by 2**48, i.e. Laplace(1)
-  discretised on the grid 2**-48 (K * 2**-48 is exact in float64 while |K| < 2**53, i.e. |Z| < 32;
-  beyond, probability 1e-14, it is correctly rounded). No logarithm of a uniform is taken: the
-  textbook inverse-CDF Laplace is the object of Mironov's attack (docs/math/floating-point.md).
-* ``standard_cauchy``: |C| = tan(pi V / 4) with probability 1/2 and 1 / tan(pi V / 4) otherwise,
-  V uniform on (0, 1), plus a random sign. Valid because P(|C| <= 1) = 1/2, |C| given |C| <= 1 is
-  tan of a uniform angle on (0, pi/4), and 1/|C| has the law of |C|. Both branches evaluate tan on
-  (0, pi/4), so the tails keep full relative precision (tan(pi(U - 1/2)) does not).
-* ``polynomial``: density h(z) = gamma sin(pi/gamma) / (2 pi) / (1 + |z|**gamma), gamma > 1.
-  Derivation: with w = |z|**gamma / (1 + |z|**gamma), dz/(1 + z**gamma) = (1/gamma) w**(a-1)
-  (1-w)**(-a) dw for a = 1/gamma, so W = |Z|**gamma / (1 + |Z|**gamma) ~ Beta(1/gamma, 1 - 1/gamma)
-  and P(|Z| <= r) = I_{w(r)}(1/gamma, 1 - 1/gamma) (regularised incomplete beta). Sampler:
-  |Z| = (W / (1 - W))**(1/gamma) with W = betaincinv(a, b, U); for U > 1/2 the complement 1 - W is
-  computed as betaincinv(b, a, 1 - U) so the upper tail keeps relative precision. gamma = 2 is
-  Cauchy (W ~ arcsine).
-* ``student_t``: T**2 / (d + T**2) ~ Beta(1/2, d/2), so |T| = sqrt(d W / (1 - W)) by the same
-  two-sided inverse incomplete beta, plus a random sign.
-* ``laplace_log_normal``: Z = X e^{sigma Y}, X ~ Laplace(1) (above), Y ~ N(0, 1) (BS19 section 3.1).
-* ``uniform_log_normal``: Z = U e^{sigma Y}, U ~ Uniform[-1, 1] as a random sign times ``uniform_open``.
-
-Ranges (public, enforced): gamma in [1.1, 16] and dof in [1/4, 10**6] keep the inverse incomplete
-beta inside the normal double range for every U >= 2**-53 (no underflow to 0 or overflow to inf).
-
-**Floating point.** Continuous noise whose scale is data-dependent has no standard exact sampler
-(docs/math/smooth-sensitivity.md §3.3, pitfall 4; Mironov CCS 2012 for the Laplace case): the doubles these
-samplers can produce, once multiplied by S(x)/s and added to f(x), form a data-dependent set.
-Mitigation, used by ``dpsense.mechanisms.smooth_noise`` and ``dpsense.mechanisms.smooth``: the
-release is rounded to a coarse PUBLIC grid g (chosen without looking at the data or at S(x)) and
-clamped to a public range [lo, hi], so the output takes at most (hi - lo)/g + 3 values (the grid
-points in [lo, hi] and the two ends). The smooth releases floor the noise scale S/s at g (S is
-raised to at least g s, a public constant, which keeps S a beta-smooth upper bound), so the noise
-scale is never negligible against a grid cell: with S at a tiny floor, f(x) + (S/s) Z equalled
-f(x) for most draws of Z and the rounding was a function of f(x) alone (f(x) on a half-grid point
-then released one cell with certainty, where the ideal mechanism releases either neighbour with
-probability 1/2). A sum that lands exactly on a half-grid point (a tie) is rounded up or down by a
-fresh fair bit (``fair_bits``), as symmetric ideal noise would, not deterministically to even.
-
-No bound on the total variation between this float output law and the ideal real-arithmetic one
-is proved here, and none is claimed: the mitigation is a heuristic, the stated loss is that of the
-ideal mechanism, and the float gap is a documented, unquantified residual risk.
-
-Timing: the inverse-CDF samplers do a fixed amount of work per draw; only the discrete Laplace is a
-rejection sampler, so draws of at most ``POOL_MAX`` Laplace values come from ``dpsense.noise.pool``
-(filled ahead of the release).
+Provides uniform, normal, Laplace(1), Cauchy, polynomial-tail, Student's t, LLN and ULN samplers,
+vectorised, reading randomness only from ``dpsense.noise.entropy``; each construction is exact in
+real arithmetic and keeps tail precision (docs/math/floating-point.md §9.2). No guarantee of its own:
+the smooth releases of ``dpsense.mechanisms.smooth_noise`` state theirs for the ideal real-valued
+noise, and the float law is mitigated by a public grid and clamp, a heuristic with no claimed bound
+(docs/math/smooth-sensitivity.md §3.3, pitfall 4; Mironov, CCS 2012). Public ranges, enforced:
+gamma in [1.1, 16], dof in [1/4, 10**6], sigma in (0, 8]. Only the discrete Laplace is a rejection
+sampler; requests of at most ``POOL_MAX`` values come from ``dpsense.noise.pool``.
 """
 
 from __future__ import annotations
@@ -201,8 +155,8 @@ def _beta_odds(a: float, b: float, u: F64) -> F64:
 def polynomial(n: int, gamma: float) -> F64:
     """``n`` draws of the density proportional to 1 / (1 + |z|**gamma), 1.1 <= gamma <= 16.
 
-    |Z|**gamma / (1 + |Z|**gamma) ~ Beta(1/gamma, 1 - 1/gamma) (derivation in the module
-    docstring); |Z| is its inverse-CDF transform, with an independent random sign.
+    |Z|**gamma / (1 + |Z|**gamma) ~ Beta(1/gamma, 1 - 1/gamma) (derivation in
+    docs/math/floating-point.md §9.2); |Z| is its inverse-CDF transform, with an independent random sign.
     """
     g = check_gamma(gamma)
     words = _nonzero_words(_check_count(n))
