@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 import dpsense as dp
 from dpsense import mechanisms as mech
 from dpsense.core.errors import ChargedFailure, DPSenseError
-from dpsense.engine._duckdb import DuckDBEngine
+from dpsense.engine.duckdb._engine import DuckDBEngine
 from dpsense.noise.testing import deterministic_entropy
 from dpsense.query import PlanStep, StepPart
 from dpsense.release import _data_dependent, _executor

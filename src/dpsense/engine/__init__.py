@@ -56,8 +56,8 @@ from dpsense.engine._types import (
 )
 
 if TYPE_CHECKING:
-    from dpsense.engine._duckdb import DuckDBEngine, SharedTable
-    from dpsense.engine._spark import SparkEngine
+    from dpsense.engine.duckdb._engine import DuckDBEngine, SharedTable
+    from dpsense.engine.spark._engine import SparkEngine
 
 __all__ = [
     "Aggregate",
@@ -99,14 +99,14 @@ def __getattr__(name: str) -> object:
     # DuckDB is an optional extra: import it only when DuckDBEngine is asked for.
     if name in ("DuckDBEngine", "SharedTable"):
         try:
-            from dpsense.engine import _duckdb
+            from dpsense.engine.duckdb import _engine
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError(f"{name} needs DuckDB: pip install 'dpsense[duckdb]'") from exc
-        return getattr(_duckdb, name)
+        return getattr(_engine, name)
     if name == "SparkEngine":
         # Spark is an optional extra too: pyspark (and a Java runtime) only when SparkEngine is asked for.
         try:
-            from dpsense.engine._spark import SparkEngine
+            from dpsense.engine.spark._engine import SparkEngine
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError("SparkEngine needs pyspark: pip install 'dpsense[spark]'") from exc
         return SparkEngine

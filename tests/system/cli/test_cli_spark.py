@@ -65,7 +65,7 @@ def test_dataset_add_refuses_spark_options_without_the_spark_engine(cli: Cli) ->
 def test_a_missing_pyspark_names_the_extra(registered: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     for module in ("pyspark", "pyspark.sql"):
         monkeypatch.setitem(sys.modules, module, None)  # as if pyspark were not installed
-    monkeypatch.delitem(sys.modules, "dpsense.engine._spark", raising=False)
+    monkeypatch.delitem(sys.modules, "dpsense.engine.spark._engine", raising=False)
     before = registered.ledger_state()
     result = registered("release", registered.spec("spark", SPEC | {"engine": "spark"}))
     assert result.exit_code == 2

@@ -9,7 +9,8 @@ import pytest
 
 import dpsense.engine as eng
 from dpsense.core.errors import InternalError, InvalidData, UnsupportedRequest, UsageError
-from dpsense.engine import DuckDBEngine, Engine, UnknownTable, _sql, clipped_sum, count_rows, predicate
+from dpsense.engine import DuckDBEngine, Engine, UnknownTable, clipped_sum, count_rows, predicate
+from dpsense.engine.sql import _query
 from dpsense.noise.entropy import random_bytes
 
 
@@ -128,8 +129,8 @@ def test_fixed_point_grid_bounds_are_exact() -> None:
 
 
 def test_sql_helpers() -> None:
-    assert _sql.quote('a"b') == '"a""b"'
-    sql, params = _sql.bounded_rows_query(
+    assert _query.quote('a"b') == '"a""b"'
+    sql, params = _query.bounded_rows_query(
         '"t"', ["person", "x"], unit_column="person", group_column=None, max_groups_per_unit=None
     )
     assert "$rk1" in sql and "$rk2" in sql and "$max_rows" in sql and params == {}
@@ -138,7 +139,7 @@ def test_sql_helpers() -> None:
 def test_filter_values_and_keys_travel_as_parameters_only() -> None:
     odd = "O'Brien-7781"
     where = [predicate("name", "in", [odd, "x"]), predicate("x", ">", 2.5)]
-    sql, params = _sql.bounded_rows_query(
+    sql, params = _query.bounded_rows_query(
         '"t"',
         ["person", "name", "x", "g"],
         unit_column="person",
@@ -150,17 +151,17 @@ def test_filter_values_and_keys_travel_as_parameters_only() -> None:
     assert odd not in sql and "2.5" not in sql
     assert params == {"w0_0": odd, "w0_1": "x", "w1_0": 2.5}
     assert "$gk1" in sql and "isnan" in sql  # the float filter excludes NaN explicitly
-    keys = _sql.derived_keys(b"k" * 32, "rows", _sql.ROW_KEYS)
+    keys = _query.derived_keys(b"k" * 32, "rows", _query.ROW_KEYS)
     assert set(keys) == {"rk1", "rk2"} and all(0 <= v < 2**64 for v in keys.values())
-    assert keys != _sql.derived_keys(b"j" * 32, "rows", _sql.ROW_KEYS)
-    assert keys != _sql.derived_keys(b"k" * 32, "groups", _sql.ROW_KEYS)
+    assert keys != _query.derived_keys(b"j" * 32, "rows", _query.ROW_KEYS)
+    assert keys != _query.derived_keys(b"k" * 32, "groups", _query.ROW_KEYS)
 
 
 def test_no_secret_reaches_the_catalog_or_the_query_log(tmp_path: Path) -> None:
     salt, key = random_bytes(32), random_bytes(32)
     con = duckdb.connect()
-    secrets = [salt.hex(), key.hex(), *(str(v) for v in _sql.derived_keys(salt, "rows", _sql.ROW_KEYS).values())]
-    secrets += [str(v) for v in _sql.derived_keys(salt, "groups", _sql.GROUP_KEYS).values()]
+    secrets = [salt.hex(), key.hex(), *(str(v) for v in _query.derived_keys(salt, "rows", _query.ROW_KEYS).values())]
+    secrets += [str(v) for v in _query.derived_keys(salt, "groups", _query.GROUP_KEYS).values()]
     with DuckDBEngine(connection=con) as e:
         e.register("t", frame())
         e.bounded_rows(

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from dpsense.core.errors import InvalidData, UsageError
-from dpsense.engine import DuckDBEngine, _sql, _sql_index, count_rows
+from dpsense.engine import DuckDBEngine, count_rows
+from dpsense.engine.sql import _index_query, _query
 from dpsense.noise.entropy import random_bytes
 
 MASK = (1 << 64) - 1
@@ -33,8 +34,8 @@ def test_duckdb_hash_of_an_integer_is_the_bijective_murmur_finaliser() -> None:
 
 def secrets_of(salt: bytes, key: bytes) -> list[str]:
     derived = [
-        *_sql.derived_keys(key, "index", _sql_index.INDEX_KEYS).values(),
-        *_sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,)).values(),
+        *_query.derived_keys(key, "index", _index_query.INDEX_KEYS).values(),
+        *_query.derived_keys(salt, "rotation", (_index_query.ROTATION_KEY,)).values(),
     ]
     return [salt.hex(), key.hex(), *(str(v) for v in derived), *(format(v, "x") for v in derived)]
 
@@ -54,7 +55,7 @@ def test_no_secret_reaches_sql_text_the_catalog_or_the_view() -> None:
         assert not any(s in text for s in secrets)
         # Only the derived key is held, never the salt, and only until the view goes.
         assert salt not in selection.params.values() and salt.hex() not in repr(selection.params)
-        assert set(selection.params) == {_sql_index.ROTATION_KEY, _sql_index.ROTATION_ROWS}
+        assert set(selection.params) == {_index_query.ROTATION_KEY, _index_query.ROTATION_ROWS}
         e.drop(view)
         assert e._selections == {}
 
@@ -98,9 +99,9 @@ def test_index_snapshot_is_stored_by_unit_and_leaves_a_table_registered_by_name(
 
 
 def test_index_sql_carries_keys_as_parameters_only() -> None:
-    sql = _sql_index.unit_index_query('"t"', ["person", "x"], unit_column="person")
+    sql = _index_query.unit_index_query('"t"', ["person", "x"], unit_column="person")
     assert "$ik1" in sql and "$ik2" in sql and "ORDER BY" in sql
-    assert _sql_index.rotation_condition().endswith("< $rot_c") and "$rot_k" in _sql_index.rotation_condition()
+    assert _index_query.rotation_condition().endswith("< $rot_c") and "$rot_k" in _index_query.rotation_condition()
 
 
 def test_checked_public_keys_are_remembered_but_never_wrongly() -> None:
@@ -120,7 +121,7 @@ def test_a_unit_above_the_rotation_limit_is_refused_at_registration(monkeypatch:
     """The 32-bit rotation cannot overflow in a release: indexing refuses a larger unit (the limit lowered here)."""
     rows = frame()
     largest = int(rows["person"].value_counts().max())
-    monkeypatch.setattr(_sql_index, "MAX_UNIT_ROWS", largest - 1)
+    monkeypatch.setattr(_index_query, "MAX_UNIT_ROWS", largest - 1)
     con = duckdb.connect()
     with DuckDBEngine(connection=con) as e:
         e.register("t", rows)
@@ -130,7 +131,7 @@ def test_a_unit_above_the_rotation_limit_is_refused_at_registration(monkeypatch:
             e.index_units("t", unit_column="person", key=random_bytes(32))
         assert e._indexes == {}
         assert con.execute(tables).fetchone() == before  # the refused copy is gone
-    monkeypatch.setattr(_sql_index, "MAX_UNIT_ROWS", largest)
+    monkeypatch.setattr(_index_query, "MAX_UNIT_ROWS", largest)
     with DuckDBEngine() as e:
         e.register("t", rows)
         e.index_units("t", unit_column="person", key=random_bytes(32))  # at the limit: indexed

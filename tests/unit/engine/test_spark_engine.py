@@ -29,11 +29,11 @@ from dpsense.engine import (
     SparkEngine,
     TableInfo,
     _portable,
-    _spark_select,
     clipped_sum,
     count_rows,
     predicate,
 )
+from dpsense.engine.spark import _select
 from dpsense.noise.entropy import random_bytes
 
 
@@ -74,7 +74,7 @@ def test_lazy_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import dpsense.engine
 
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as if pyspark were not installed
-    monkeypatch.delitem(sys.modules, "dpsense.engine._spark", raising=False)
+    monkeypatch.delitem(sys.modules, "dpsense.engine.spark._engine", raising=False)
     with pytest.raises(ImportError, match=r"dpsense\[spark\]"):
         dpsense.engine.SparkEngine  # noqa: B018 - the attribute access is the import under test
 
@@ -205,8 +205,8 @@ def test_order_statistics_narrow_by_counts_without_collecting_the_column(
     engine: SparkEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Force several narrowing rounds on a small table: a tiny exact step and a coarse summary.
-    monkeypatch.setattr(_spark_select, "EXACT_ROWS", 40)
-    monkeypatch.setattr(_spark_select, "ACCURACY", 50)
+    monkeypatch.setattr(_select, "EXACT_ROWS", 40)
+    monkeypatch.setattr(_select, "ACCURACY", 50)
     rng = np.random.default_rng(4)
     n = 3000
     values = np.round(rng.normal(0.0, 10.0, n), 1)  # many ties
@@ -216,13 +216,13 @@ def test_order_statistics_narrow_by_counts_without_collecting_the_column(
     low, high = -25.0, 20.0
     clipped = np.sort(np.clip(values, low, high))
     collected: list[int] = []
-    real_exact = _spark_select._exact
+    real_exact = _select._exact
 
     def counting_exact(subset: Any, lo: int, hi: int, below: int, run: Any) -> dict[int, float]:
         collected.append(hi - lo + 1)
         return real_exact(subset, lo, hi, below, run)
 
-    monkeypatch.setattr(_spark_select, "_exact", counting_exact)
+    monkeypatch.setattr(_select, "_exact", counting_exact)
     for rank, width in [(1500, 5), (2, 3), (n + 2, 4)]:
         window = engine.order_statistics_window(view, column="x", low=low, high=high, rank=rank, width=width)
         ranks = np.arange(rank - width, rank + width + 1)

@@ -15,8 +15,8 @@ from pyspark.sql import functions as sf
 
 from dpsense.engine import _portable
 from dpsense.engine._portable import POSITION, ROW_HASH, UNIT_HASH, UNIT_ROWS
-from dpsense.engine._spark_expr import as_text, col, hex_int, predicate_condition, text_frame
 from dpsense.engine._types import ColumnInfo, Predicate, TableInfo
+from dpsense.engine.spark._expr import as_text, col, hex_int, predicate_condition, text_frame
 
 _COPY, _RANK, _GROUP_RANK = "__dps_copy", "__dps_rank", "__dps_grank"
 

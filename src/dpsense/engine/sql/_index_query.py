@@ -7,14 +7,14 @@ value, so a release does not hash a string per row). ``rotation_condition`` then
 per unit with no window and no aggregate: a row stays iff ``(pos + r) mod n_u < C``, where ``r`` is
 a 31-bit key derived from the release's salt (32-bit arithmetic: the cheapest modulo DuckDB has).
 
-As in ``_sql``, only quoted identifiers are spliced into the text; keys are parameters.
+As in ``_query``, only quoted identifiers are spliced into the text; keys are parameters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dpsense.engine._sql import DUCKDB, Dialect, quote
+from dpsense.engine.sql._query import DUCKDB, Dialect, quote
 
 #: The hidden columns of an indexed snapshot, in table order after the public columns.
 POSITION, UNIT_ROWS, UNIT_HASH = "__dps_pos", "__dps_n", "__dps_uh"
@@ -79,7 +79,7 @@ def rotation_condition(dialect: Dialect = DUCKDB) -> str:
     (``MAX_UNIT_ROWS``), which registration guarantees: ``index_units`` refuses a snapshot with a
     larger unit, so a release never meets one. Rows with a
     NULL unit have NULL hidden columns, so the condition is NULL for them and a WHERE drops them.
-    (Portable engines keep a per-unit keyed offset: ``_sql_portable``, computed alike by Spark.)
+    (Portable engines keep a per-unit keyed offset: ``_portable_query``, computed alike by Spark.)
     """
     return f"({POSITION} + CAST(${ROTATION_KEY} AS {dialect.index_int})) % {UNIT_ROWS} < ${ROTATION_ROWS}"
 

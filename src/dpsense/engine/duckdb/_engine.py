@@ -1,13 +1,13 @@
 """``DuckDBEngine``: the reference engine, in-process DuckDB (``pip install dpsense[duckdb]``).
 
 Registered sources are copied into temporary tables (a snapshot: later edits of a DataFrame or file
-do not change what a release reads). Every step is one SQL statement from ``_sql``, ``_sql_index`` or
-``_sql_steward``; values and the salt's derived keys are bound as parameters. DuckDB error texts can
-quote data values, so they never propagate: failures after data access become ``InternalError``
-without the original message.
+do not change what a release reads). Every step is one SQL statement from ``dpsense.engine.sql``
+(``_query``, ``_index_query`` or ``_steward_query``); values and the salt's derived keys are bound as
+parameters. DuckDB error texts can quote data values, so they never propagate: failures after data
+access become ``InternalError`` without the original message.
 
 With ``portable=True`` the bounds and the unit index follow ``_portable`` (SQL in
-``_sql_portable``), the rules ``SparkEngine`` runs, so both engines keep the same rows.
+``sql._portable_query``), the rules ``SparkEngine`` runs, so both engines keep the same rows.
 
 Bounded views come in two forms. On a table indexed with ``index_units`` and without filters or a
 group cap, a view is a *selection*: a projection of the indexed snapshot kept in this object's memory
@@ -33,9 +33,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpsense.core.errors import InternalError, InvalidData, UnsupportedRequest, UsageError
-from dpsense.engine import _checks, _portable, _sql, _sql_index, _sql_portable
+from dpsense.engine import _checks, _portable
 from dpsense.engine._checks import MIN_SECRET_BYTES as MIN_SALT_BYTES
-from dpsense.engine._duckdb_steward import SRC_PREFIX, DuckDBStewardSteps, SumKey, sum_key
 from dpsense.engine._errors import CollectLimitExceeded, UnknownTable
 from dpsense.engine._types import (
     Aggregate,
@@ -50,13 +49,15 @@ from dpsense.engine._types import (
     Predicate,
     TableInfo,
 )
+from dpsense.engine.duckdb._steward import SRC_PREFIX, DuckDBStewardSteps, SumKey, sum_key
+from dpsense.engine.sql import _index_query, _portable_query, _query
 
 __all__ = ["MIN_SALT_BYTES", "DuckDBEngine", "SharedTable"]
 
 #: Aggregates returned as exact fixed-point sums (the others are counts).
 _SUMS = (ClippedSum, CenteredSquares)
 
-_TMP_PREFIX = _sql.INTERNAL_PREFIX + "tmp_"
+_TMP_PREFIX = _query.INTERNAL_PREFIX + "tmp_"
 _CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _FRAME_MODULES = frozenset({"pandas", "pyarrow", "polars"})
@@ -163,7 +164,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         if self._closed:
             return
         for name in sorted(self._temporaries.keys() | self._copies):
-            self._con.execute(f"DROP TABLE IF EXISTS {_sql.quote(name)}")
+            self._con.execute(f"DROP TABLE IF EXISTS {_query.quote(name)}")
         self._temporaries.clear()
         self._selections.clear()
         self._copies.clear()
@@ -182,7 +183,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         """Remove a temporary view now (idempotent)."""
         self._check_open()
         if self._selections.pop(view.name, None) is None:
-            self._con.execute(f"DROP TABLE IF EXISTS {_sql.quote(view.name)}")
+            self._con.execute(f"DROP TABLE IF EXISTS {_query.quote(view.name)}")
             self._temporaries.pop(view.name, None)
 
     def release_scope(self) -> AbstractContextManager[None]:
@@ -200,7 +201,7 @@ class DuckDBEngine(DuckDBStewardSteps):
                 for name in set(self._selections) - before_selections:
                     del self._selections[name]
                 for name in sorted(self._temporaries.keys() - before):
-                    self._con.execute(f"DROP TABLE IF EXISTS {_sql.quote(name)}")
+                    self._con.execute(f"DROP TABLE IF EXISTS {_query.quote(name)}")
                     del self._temporaries[name]
 
     def temporary_names(self) -> list[str]:
@@ -222,7 +223,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         temporary table, so the registered data is a snapshot.
         """
         self._check_open()
-        if not isinstance(name, str) or not name or name.startswith(_sql.INTERNAL_PREFIX):
+        if not isinstance(name, str) or not name or name.startswith(_query.INTERNAL_PREFIX):
             raise UsageError(
                 "a table name must be a non-empty string not starting with '__dps_'", name, "choose another name"
             )
@@ -230,7 +231,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             raise UsageError("a table of this name is already registered", name, "choose another name or close()")
         relation = self._materialize(source)
         info = self._describe(name, relation)
-        clash = [c for c in info.column_names if c.startswith(_sql.INTERNAL_PREFIX)]
+        clash = [c for c in info.column_names if c.startswith(_query.INTERNAL_PREFIX)]
         if clash:
             self._drop_copy(relation)
             raise UsageError("column names may not start with '__dps_'", clash[0], "rename the column")
@@ -300,7 +301,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             if lowered.endswith(_PARQUET_SUFFIXES):
                 return self._copy_file(path, "read_parquet($path)")
             if isinstance(source, str) and self._catalog_has(source):
-                return _sql.quote(source)
+                return _query.quote(source)
             raise UnknownTable(
                 str(source), "pass a .csv/.parquet path, a DataFrame or Arrow table, or an existing DuckDB table name"
             )
@@ -315,11 +316,11 @@ class DuckDBEngine(DuckDBStewardSteps):
         scratch = f"{SRC_PREFIX}{next(self._counter)}_in"
         self._con.register(scratch, source)
         try:
-            self._con.execute(f"{create}SELECT * FROM {_sql.quote(scratch)}")
+            self._con.execute(f"{create}SELECT * FROM {_query.quote(scratch)}")
         finally:
             self._con.unregister(scratch)
         self._copies.add(copy)
-        return _sql.quote(copy)
+        return _query.quote(copy)
 
     def _copy_file(self, path: Path, reader: str) -> str:
         if not path.is_file():
@@ -331,7 +332,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             # The parser's message may quote file contents: keep it out of the error.
             raise InvalidData("the file could not be read as a table", str(path), "check its format") from None
         self._copies.add(copy)
-        return _sql.quote(copy)
+        return _query.quote(copy)
 
     def _catalog_has(self, name: str) -> bool:
         row = self._one_row(
@@ -374,7 +375,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         ``max_groups_per_unit``, the view is a selection with no window (``_rotation_view``): each
         unit keeps exactly min(C, n_u) rows, each with probability C / n_u, as a cyclic window of its
         secret registration order; the kept subsets are C consecutive positions of that order, not
-        a uniform draw among all C-subsets. Otherwise (``_sql.bounded_rows_query``) each unit keeps a
+        a uniform draw among all C-subsets. Otherwise (``_query.bounded_rows_query``) each unit keeps a
         uniformly random C-subset through a window per release. Privacy does not depend on which of
         the two runs: each unit's choice depends on that unit's rows (and the secrets) only, so adding,
         removing or replacing one unit changes at most C rows of the view whatever the rule.
@@ -400,14 +401,14 @@ class DuckDBEngine(DuckDBStewardSteps):
             return self._rotation_view(table, relation, info, unit_column, max_rows, salt, group_column)
         if self.portable:
             capped = group if max_groups_per_unit is not None else None
-            sql, params = _sql_portable.bounded_rows_query(
+            sql, params = _portable_query.bounded_rows_query(
                 relation, info.columns, unit=unit, group=capped, max_groups_per_unit=max_groups_per_unit, where=filters
             )
             params["rows_key"] = _portable.text_key(salt, "rows")
             if capped is not None:
                 params["groups_key"] = _portable.text_key(salt, "groups")
         else:
-            sql, params = _sql.bounded_rows_query(
+            sql, params = _query.bounded_rows_query(
                 relation,
                 info.column_names,
                 unit_column=unit_column,
@@ -416,15 +417,15 @@ class DuckDBEngine(DuckDBStewardSteps):
                 where=filters,
                 kinds={c.name: c.kind for c in info.columns},
             )
-            params.update(_sql.derived_keys(salt, "rows", _sql.ROW_KEYS))
+            params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))
             if max_groups_per_unit is not None:
-                params.update(_sql.derived_keys(salt, "groups", _sql.GROUP_KEYS))
+                params.update(_query.derived_keys(salt, "groups", _query.GROUP_KEYS))
         params["max_rows"] = max_rows
         if max_groups_per_unit is not None:
             params["max_groups"] = max_groups_per_unit
         name = f"{_TMP_PREFIX}{next(self._counter)}"
         # A TEMP TABLE, not a view: a view would store its query, with the salt's keys, in the catalog.
-        self._run(f"CREATE TEMP TABLE {_sql.quote(name)} AS {sql}", params)
+        self._run(f"CREATE TEMP TABLE {_query.quote(name)} AS {sql}", params)
         self._temporaries[name] = relation
         return BoundedView(name, table, info, unit_column, max_rows, group_column, max_groups_per_unit, filters)
 
@@ -442,21 +443,21 @@ class DuckDBEngine(DuckDBStewardSteps):
 
         Each unit u keeps the rows with ``(pos + r) mod n_u < C``: a cyclic window of C consecutive
         positions of its secret registration order, rotated by ``r``, a 31-bit key derived from
-        ``salt`` (``_sql_index.rotation_condition``; portable engines rotate each unit by a keyed hash
+        ``salt`` (``_index_query.rotation_condition``; portable engines rotate each unit by a keyed hash
         of the unit instead). Exactly min(C, n_u) rows stay;
         each row stays with probability C / n_u (up to a bias below n_u / 2**31) given a fresh salt.
         """
         params: dict[str, object]
         stored = self._stored_sums.get(table, {})
         if self.portable:  # the rotation of _portable: 64-bit arithmetic Spark computes alike
-            params = _sql_portable.rotation_keys(salt)
-            params[_sql_portable.ROTATION_ROWS] = max_rows
-            sql = _sql_portable.rotation_query(relation, info.column_names)
+            params = _portable_query.rotation_keys(salt)
+            params[_portable_query.ROTATION_ROWS] = max_rows
+            sql = _portable_query.rotation_query(relation, info.column_names)
         else:
-            keys = _sql.derived_keys(salt, "rotation", (_sql_index.ROTATION_KEY,))
-            params = {k: v >> (64 - _sql_index.ROTATION_BITS) for k, v in keys.items()}
-            params[_sql_index.ROTATION_ROWS] = max_rows
-            sql = _sql_index.rotation_query(relation, [*info.column_names, *stored.values()])
+            keys = _query.derived_keys(salt, "rotation", (_index_query.ROTATION_KEY,))
+            params = {k: v >> (64 - _index_query.ROTATION_BITS) for k, v in keys.items()}
+            params[_index_query.ROTATION_ROWS] = max_rows
+            sql = _index_query.rotation_query(relation, [*info.column_names, *stored.values()])
         name = f"{_TMP_PREFIX}{next(self._counter)}"
         self._selections[name] = _Selection(relation, sql, params, dict(stored))
         return BoundedView(name, table, info, unit_column, max_rows, group_column)
@@ -495,7 +496,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         stored = {
             i: carried[sum_key(a)] for i, a in enumerate(aggs) if isinstance(a, ClippedSum) and sum_key(a) in carried
         }
-        sql, params = _sql.group_aggregates_query(
+        sql, params = _query.group_aggregates_query(
             relation,
             unit_column=view.unit_column,
             group_column=group_column,
@@ -539,7 +540,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             "first": rank - width,
             "last": rank + width,
         }
-        rows = self._run(_sql.order_statistics_query(relation, column), _merged(params, view_params)).fetchall()
+        rows = self._run(_query.order_statistics_query(relation, column), _merged(params, view_params)).fetchall()
         ranks = np.array([int(r[0]) for r in rows], dtype=np.int64)
         values = np.array([float(r[1]) for r in rows], dtype=np.float64)
         return OrderStatisticsWindow(ranks, values)
@@ -559,8 +560,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         for c in cols:
             _checks.require(view.schema, c)
         limit = "" if max_rows is None else f" LIMIT {_checks.positive_int(max_rows, 'max_rows') + 1}"
-        quoted = ", ".join(_sql.quote(c) for c in cols)
-        present = " AND ".join(f"{_sql.quote(c)} IS NOT NULL" for c in cols)
+        quoted = ", ".join(_query.quote(c) for c in cols)
+        present = " AND ".join(f"{_query.quote(c)} IS NOT NULL" for c in cols)
         result = self._run(f"SELECT {quoted} FROM {relation} WHERE {present} ORDER BY {quoted}{limit}", view_params)
         arrays = {c: np.asarray(a) for c, a in result.fetchnumpy().items()}
         if max_rows is not None and len(arrays[cols[0]]) > max_rows:
@@ -597,8 +598,8 @@ class DuckDBEngine(DuckDBStewardSteps):
                 view.name, "the table was forgotten or its snapshot replaced since the view was made; bound again"
             )
         if selection is not None:
-            return f"({selection.sql}) AS {_sql.quote(view.name)}", selection.params
-        return _sql.quote(view.name), {}
+            return f"({selection.sql}) AS {_query.quote(view.name)}", selection.params
+        return _query.quote(view.name), {}
 
     def _check_keys(self, keys: list[Any], key_type: str) -> None:
         """Public keys must be distinct and exactly representable in the group column's type.

@@ -1,6 +1,6 @@
 """SQL for the steward's registration steps: keyed fingerprint, data-quality counts, per-column policies.
 
-As in ``_sql``, only quoted identifiers are spliced into the text; keys and bounds are parameters.
+As in ``_query``, only quoted identifiers are spliced into the text; keys and bounds are parameters.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 import numpy as np
 
 from dpsense.core.errors import UsageError
-from dpsense.engine._sql import DUCKDB, Dialect, quote
-from dpsense.engine._sql_portable import float_text
 from dpsense.engine._types import Clip, ColumnInfo, TableInfo
+from dpsense.engine.sql._portable_query import float_text
+from dpsense.engine.sql._query import DUCKDB, Dialect, quote
 
 _FINGERPRINT_DOMAIN = b"dpsense/fingerprint/v1"
 

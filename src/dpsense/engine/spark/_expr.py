@@ -2,14 +2,14 @@
 
 Every function returns a ``pyspark.sql.Column`` built from quoted column names and public constants
 (bounds, grid scales, filter values). Secrets never enter here: keys derived from a salt are passed
-in by ``_spark_bound`` only. The arithmetic mirrors ``_sql`` and ``_sql_steward`` exactly:
+in by ``_bound`` only. The arithmetic mirrors ``sql._query`` and ``sql._steward_query`` exactly:
 
 * a clipped value rounds to grid units half away from zero, computed as ``floor(|y|)`` plus one when
   the exact remainder ``|y| - floor(|y|)`` is at least 1/2 (Spark's ``round`` goes through a decimal
   string of the double and is wrong above 2**53; this form is exact wherever DuckDB's ``round`` is);
 * missing values (NULL, and NaN in float columns) add nothing, fail every filter and are counted
   apart; Spark orders NaN above every number, as DuckDB does, so NaN is excluded explicitly;
-* the fingerprint's row text is ``_sql_steward.fingerprint_query``'s, with the portable float text
+* the fingerprint's row text is ``sql._steward_query.fingerprint_query``'s, with the portable float text
   of ``_portable`` in both engines.
 """
 
@@ -28,8 +28,8 @@ from pyspark.sql import types as st
 
 from dpsense.core.errors import UnsupportedRequest, UsageError
 from dpsense.engine._portable import HEX_DIGITS
-from dpsense.engine._sql_steward import _decimal_bounds, _float32_bounds, _integer_bounds
 from dpsense.engine._types import CenteredSquares, Clip, ClippedSum, ColumnInfo, CountOutside, CountPresent, Predicate
+from dpsense.engine.sql._steward_query import _decimal_bounds, _float32_bounds, _integer_bounds
 
 #: The exact sum type: a sum of < 2**64 values of at most 2**62 grid units fits in 38 digits.
 WIDE = st.DecimalType(38, 0)
@@ -135,7 +135,7 @@ def round_half_away(y: Column) -> Column:
 def grid_units(spec: ClippedSum, kind: str) -> Column:
     """Per row ``q = clamp(round_half_away(clip(x) * 2**-e), q_low, q_high)``; NULL when x is missing.
 
-    The same integer as ``_sql.fixed_point_sum`` computes in DuckDB: the clip is a CASE (infinities
+    The same integer as ``sql._query.fixed_point_sum`` computes in DuckDB: the clip is a CASE (infinities
     clamp to the bounds), the multiplication by a power of two is exact, the rounding is exact, and
     the clamp to the grid bounds only applies when a bound is not itself a grid point.
     """
@@ -153,7 +153,7 @@ def grid_units(spec: ClippedSum, kind: str) -> Column:
 def squared_centered_units(spec: CenteredSquares, kind: str) -> Column:
     """Per row ``q * q`` with ``q = round_half_away(clamp((clip(x) - c) * 2**-e, -k, k))``; NULL when x is missing.
 
-    The same integer as ``_sql.centered_squares_sum`` computes in DuckDB (see ``CenteredSquares``).
+    The same integer as ``sql._query.centered_squares_sum`` computes in DuckDB (see ``CenteredSquares``).
     """
     x = col(spec.clip.column)
     value = x.cast("double")
@@ -267,7 +267,7 @@ _PLAIN_TEXT_KINDS = frozenset({"integer", "float", "decimal", "boolean", "tempor
 def text_frame(frame: DataFrame, columns: tuple[ColumnInfo, ...]) -> tuple[DataFrame, Column]:
     """``frame`` with the helper columns the row text reads, and the row text itself.
 
-    The injective row text of ``_sql_steward.fingerprint_query`` (portable floats): values joined by
+    The injective row text of ``sql._steward_query.fingerprint_query`` (portable floats): values joined by
     commas, ``-`` for NULL, other kinds than numbers, booleans and times length-prefixed.
     """
     staged = with_float_scales(frame, columns)
@@ -315,7 +315,7 @@ def hex64(digest: Column) -> Column:
 def clamped(column: ColumnInfo, data_type: st.DataType, clip: Clip) -> Column:
     """``column`` clamped into the bounds, of its own type; NULL and NaN pass unchanged.
 
-    The bounds are moved inwards to values of the column's type first (``_sql_steward``'s rules), so
+    The bounds are moved inwards to values of the column's type first (``sql._steward_query``'s rules), so
     the cast back can neither round out of the bounds nor overflow.
     """
     c = col(column.name)

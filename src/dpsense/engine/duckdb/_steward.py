@@ -2,8 +2,8 @@
 
 These run at registration, by the steward, and read every row: the keyed fingerprint, the counts of
 missing and non-finite values, the drop / clamp policies, and the unit index with the stored grid
-units of the declared clipped sums. Mixed into ``DuckDBEngine`` (``_duckdb``), whose state they use;
-the SQL is in ``_sql_steward``, ``_sql_index`` and ``_sql_portable``.
+units of the declared clipped sums. Mixed into ``DuckDBEngine`` (``_engine``), whose state they use;
+the SQL is in ``sql._steward_query``, ``sql._index_query`` and ``sql._portable_query``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import Any
 import duckdb
 
 from dpsense.core.errors import InternalError, InvalidData
-from dpsense.engine import _checks, _portable, _sql, _sql_index, _sql_portable, _sql_steward
+from dpsense.engine import _checks, _portable
 from dpsense.engine._types import NO_CLAMP, ClippedSum, ColumnQuality, TableInfo
+from dpsense.engine.sql import _index_query, _portable_query, _query, _steward_query
 
 #: Prefix of the engine's own copies of registered sources.
-SRC_PREFIX = _sql.INTERNAL_PREFIX + "src_"
+SRC_PREFIX = _query.INTERNAL_PREFIX + "src_"
 #: Prefix of the copies of a ``shared`` engine: regular tables of the database, which other connections see.
-SHARED_PREFIX = _sql.INTERNAL_PREFIX + "shared_"
+SHARED_PREFIX = _query.INTERNAL_PREFIX + "shared_"
 #: One numbering of shared copies per process (the database of a shared engine is this process's), so
 #: that engines on one database never pick the same name.
 _SHARED_COPIES = itertools.count()
@@ -80,9 +81,9 @@ class DuckDBStewardSteps(ABC):
         """
         if self.shared:
             copy = f"{SHARED_PREFIX}{next(_SHARED_COPIES)}"
-            return copy, f"CREATE TABLE {_sql.quote(copy)} AS "
+            return copy, f"CREATE TABLE {_query.quote(copy)} AS "
         copy = f"{SRC_PREFIX}{next(self._counter)}"
-        return copy, f"CREATE TEMP TABLE {_sql.quote(copy)} AS "
+        return copy, f"CREATE TEMP TABLE {_query.quote(copy)} AS "
 
     def fingerprint(self, table: str, key: bytes) -> str:
         """Keyed, order-independent fingerprint of the snapshot (see ``Engine.fingerprint``).
@@ -94,9 +95,9 @@ class DuckDBStewardSteps(ABC):
         self._check_open()
         relation, info = self._table(table)
         secret = _checks.secret(key, "fingerprint key")
-        sql = _sql_steward.fingerprint_query(relation, info.columns)
-        row = self._one_row(sql, {"key": _sql_steward.fingerprint_row_key(secret)})
-        return _sql_steward.fingerprint_digest(secret, info, int(row[0]), int(row[1]))
+        sql = _steward_query.fingerprint_query(relation, info.columns)
+        row = self._one_row(sql, {"key": _steward_query.fingerprint_row_key(secret)})
+        return _steward_query.fingerprint_digest(secret, info, int(row[0]), int(row[1]))
 
     def data_quality(self, table: str, columns: Sequence[str]) -> dict[str, ColumnQuality]:
         """NULL, NaN and infinity counts per column (steward-only; unnoised counts of private data)."""
@@ -106,7 +107,7 @@ class DuckDBStewardSteps(ABC):
         infos = [_checks.require(info, c) for c in names]
         if not infos:
             return {}
-        row = self._one_row(_sql_steward.data_quality_query(relation, infos), {})
+        row = self._one_row(_steward_query.data_quality_query(relation, infos), {})
         counts = [int(v) for v in row]
         return {c: ColumnQuality(*counts[3 * i : 3 * i + 3]) for i, c in enumerate(names)}
 
@@ -115,7 +116,7 @@ class DuckDBStewardSteps(ABC):
         self._check_open()
         relation, info = self._table(table)
         unit = _checks.require(info, unit_column)
-        return int(self._one_row(f"SELECT COUNT(DISTINCT {_sql.quote(unit.name)}) FROM {relation}", {})[0])
+        return int(self._one_row(f"SELECT COUNT(DISTINCT {_query.quote(unit.name)}) FROM {relation}", {})[0])
 
     def apply_policies(
         self,
@@ -134,17 +135,17 @@ class DuckDBStewardSteps(ABC):
         self._check_open()
         relation, info = self._table(table)
         missing, nonfinite, clips = _checks.policies(info, drop_missing, drop_nonfinite, clamp)
-        sql, params = _sql_steward.policy_query(
+        sql, params = _steward_query.policy_query(
             relation, info, drop_missing=missing, drop_nonfinite=nonfinite, clamp=clips
         )
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
         self._copies.add(copy)
-        if self._describe(table, _sql.quote(copy)) != info:
-            self._drop_copy(_sql.quote(copy))
+        if self._describe(table, _query.quote(copy)) != info:
+            self._drop_copy(_query.quote(copy))
             raise InternalError("a policy changed the table's schema")
         self._drop_copy(relation)
-        self._tables[table] = (_sql.quote(copy), info)
+        self._tables[table] = (_query.quote(copy), info)
         self._indexes.pop(table, None)
         self._stored_sums.pop(table, None)
         return info
@@ -153,15 +154,15 @@ class DuckDBStewardSteps(ABC):
         """Replace the snapshot of ``table`` by one indexed on ``unit_column`` (see ``Engine.index_units``).
 
         ``sums`` (not on the portable rules): each distinct clipped sum's grid units are stored as a
-        hidden BIGINT column (``_sql.stored_grid_units``), so that a release's clipped sum on the
+        hidden BIGINT column (``_query.stored_grid_units``), so that a release's clipped sum on the
         indexed path is an integer sum of that column, exactly equal to clipping and rounding again.
 
         One window pass over the table, then a sort by (unit, position): a one-time steward cost
         (about 4 s for 10^7 rows on 2 cores) that makes every later ``bounded_rows`` on this unit
         column a projection. The key enters DuckDB only as two 64-bit keys derived from it
-        (``_sql_index.unit_index_query`` has the steps); a table registered by name is never modified.
+        (``_index_query.unit_index_query`` has the steps); a table registered by name is never modified.
         Positions and counts are 32-bit and the release's rotation adds a 31-bit key to them: a unit
-        with more than ``_sql_index.MAX_UNIT_ROWS`` rows is refused here, by the steward, with
+        with more than ``_index_query.MAX_UNIT_ROWS`` rows is refused here, by the steward, with
         ``InvalidData`` (bad data is found at registration; a release can then never overflow).
         """
         self._check_open()
@@ -172,35 +173,35 @@ class DuckDBStewardSteps(ABC):
         stored: dict[SumKey, str] = {}  # the portable rules store no sums
         if self.portable:
             _portable.require_text_column(unit, "privacy unit")
-            sql = _sql_portable.unit_index_query(relation, info.columns, unit=unit)
+            sql = _portable_query.unit_index_query(relation, info.columns, unit=unit)
             params = {"index_key": _portable.text_key(secret, "index"), "unit_key": _portable.text_key(secret, "unit")}
         else:
-            params = dict(_sql.derived_keys(secret, "index", _sql_index.INDEX_KEYS))
+            params = dict(_query.derived_keys(secret, "index", _index_query.INDEX_KEYS))
             extra, stored = _stored_units(info, sums, params)
-            sql = _sql_index.unit_index_query(relation, info.column_names, unit_column=unit_column, extra=extra)
+            sql = _index_query.unit_index_query(relation, info.column_names, unit_column=unit_column, extra=extra)
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
         self._copies.add(copy)
         if not self.portable:
-            self._refuse_large_units(_sql.quote(copy))
-        described = self._describe(table, _sql.quote(copy))
+            self._refuse_large_units(_query.quote(copy))
+        described = self._describe(table, _query.quote(copy))
         public = TableInfo(table, described.columns[: len(info.columns)])
         hidden = described.column_names[len(info.columns) :]
-        if public != info or hidden != (*_sql_index.HIDDEN_COLUMNS, *stored.values()):
-            self._drop_copy(_sql.quote(copy))
+        if public != info or hidden != (*_index_query.HIDDEN_COLUMNS, *stored.values()):
+            self._drop_copy(_query.quote(copy))
             raise InternalError("indexing changed the table's schema")
         self._drop_copy(relation)
-        self._tables[table] = (_sql.quote(copy), info)
+        self._tables[table] = (_query.quote(copy), info)
         self._indexes[table] = unit_column
         self._stored_sums[table] = stored
 
     def _refuse_large_units(self, copy: str) -> None:
         """Refuse (at registration) an indexed snapshot whose largest unit exceeds ``MAX_UNIT_ROWS`` rows."""
-        largest = self._one_row(f"SELECT max({_sql.quote(_sql_index.UNIT_ROWS)}) FROM {copy}", {})[0]
-        if largest is not None and int(largest) > _sql_index.MAX_UNIT_ROWS:
+        largest = self._one_row(f"SELECT max({_query.quote(_index_query.UNIT_ROWS)}) FROM {copy}", {})[0]
+        if largest is not None and int(largest) > _index_query.MAX_UNIT_ROWS:
             self._drop_copy(copy)
             raise InvalidData(
-                f"a privacy unit holds more than {_sql_index.MAX_UNIT_ROWS} rows, the most the embedded engine's "
+                f"a privacy unit holds more than {_index_query.MAX_UNIT_ROWS} rows, the most the embedded engine's "
                 "per-release row selection can index",
                 None,
                 "check the privacy unit column (a constant or a placeholder value is a common cause), or register "
@@ -222,9 +223,9 @@ def _stored_units(
         _checks.require_numeric(info, spec.clip.column)
         if sum_key(spec) in stored:
             continue
-        name = f"{_sql_index.STORED_UNITS_PREFIX}{len(stored)}"
-        expr, p = _sql.stored_grid_units(spec, kinds.get(spec.clip.column, "float"), f"q{len(stored)}")
-        extra.append(f"{expr} AS {_sql.quote(name)}")
+        name = f"{_index_query.STORED_UNITS_PREFIX}{len(stored)}"
+        expr, p = _query.stored_grid_units(spec, kinds.get(spec.clip.column, "float"), f"q{len(stored)}")
+        extra.append(f"{expr} AS {_query.quote(name)}")
         params.update(p)
         stored[sum_key(spec)] = name
     return extra, stored

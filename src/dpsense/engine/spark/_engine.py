@@ -42,19 +42,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from dpsense.core.errors import DPSenseError, InternalError, InvalidData, UnsupportedRequest, UsageError
-from dpsense.engine import (
-    _checks,
-    _portable,
-    _spark_aggregate,
-    _spark_bound,
-    _spark_expr,
-    _spark_select,
-    _spark_source,
-    _spark_steward,
-    _sql_steward,
-)
+from dpsense.engine import _checks, _portable
 from dpsense.engine._errors import CollectLimitExceeded, UnknownTable
-from dpsense.engine._spark_expr import col
 from dpsense.engine._types import (
     NO_CLAMP,
     Aggregate,
@@ -67,6 +56,9 @@ from dpsense.engine._types import (
     Predicate,
     TableInfo,
 )
+from dpsense.engine.spark import _aggregate, _bound, _expr, _select, _source, _steward
+from dpsense.engine.spark._expr import col
+from dpsense.engine.sql import _steward_query
 
 __all__ = ["SparkEngine"]
 
@@ -127,7 +119,7 @@ class SparkEngine:
         self._counter = itertools.count()
         self._closed = False
         self._owns_session = False
-        self._key_conditions = _spark_aggregate.KeyConditions()  # public key filters, built once per key list
+        self._key_conditions = _aggregate.KeyConditions()  # public key filters, built once per key list
 
     @classmethod
     def start(
@@ -229,8 +221,8 @@ class SparkEngine:
             )
         if name in self._tables:
             raise UsageError("a table of this name is already registered", name, "choose another name or close()")
-        frame, from_file = _spark_source.source_frame(self._spark, source, self._run)
-        info = TableInfo(name, tuple(_spark_expr.column_info(f) for f in frame.schema.fields))
+        frame, from_file = _source.source_frame(self._spark, source, self._run)
+        info = TableInfo(name, tuple(_expr.column_info(f) for f in frame.schema.fields))
         clash = [c for c in info.column_names if c.startswith(_INTERNAL_PREFIX)]
         if clash:
             raise UsageError("column names may not start with '__dps_'", clash[0], "rename the column")
@@ -272,16 +264,16 @@ class SparkEngine:
         """Keyed, order-independent fingerprint of the snapshot, equal to DuckDB's on the same data.
 
         Per row the first 64 bits of ``sha256(row key || '|' || row text)`` (the portable row text of
-        ``_sql_steward.fingerprint_query``), summed exactly: as two sums of 32-bit halves in BIGINTs
+        ``_steward_query.fingerprint_query``), summed exactly: as two sums of 32-bit halves in BIGINTs
         below 2**31 rows (neither can overflow), as DECIMAL(38, 0) beyond; then
         ``HMAC-SHA256(key, schema | count | sum mod 2**64)`` in Python. The count stays in here.
         """
         self._check_open()
         snapshot = self._table(table)
         secret = _checks.secret(key, "fingerprint key")
-        row_key = _sql_steward.fingerprint_row_key(secret)
-        count, total = _spark_steward.fingerprint_sum(snapshot.frame, snapshot.info.columns, row_key, self._run)
-        return _sql_steward.fingerprint_digest(secret, snapshot.info, count, total)
+        row_key = _steward_query.fingerprint_row_key(secret)
+        count, total = _steward.fingerprint_sum(snapshot.frame, snapshot.info.columns, row_key, self._run)
+        return _steward_query.fingerprint_digest(secret, snapshot.info, count, total)
 
     def data_quality(self, table: str, columns: Sequence[str]) -> dict[str, ColumnQuality]:
         """NULL, NaN and infinity counts per column (steward-only; unnoised counts of private data)."""
@@ -291,14 +283,14 @@ class SparkEngine:
         infos = [_checks.require(snapshot.info, c) for c in names]
         if not infos:
             return {}
-        return _spark_steward.quality(snapshot.frame, infos, self._run)
+        return _steward.quality(snapshot.frame, infos, self._run)
 
     def unit_count(self, table: str, *, unit_column: str) -> int:
         """Distinct non-NULL units of ``table`` (steward-only; see ``Engine.unit_count``)."""
         self._check_open()
         snapshot = self._table(table)
         unit = _checks.require(snapshot.info, unit_column)
-        return _spark_steward.distinct_count(snapshot.frame, unit, self._run)
+        return _steward.distinct_count(snapshot.frame, unit, self._run)
 
     def apply_policies(
         self,
@@ -316,10 +308,10 @@ class SparkEngine:
         snapshot = self._table(table)
         info = snapshot.info
         missing, nonfinite, clips = _checks.policies(info, drop_missing, drop_nonfinite, clamp)
-        frame = _spark_steward.with_policies(
+        frame = _steward.with_policies(
             snapshot.frame, info, drop_missing=missing, drop_nonfinite=nonfinite, clamp=clips
         )
-        described = tuple(_spark_expr.column_info(f) for f in frame.schema.fields[: len(info.columns)])
+        described = tuple(_expr.column_info(f) for f in frame.schema.fields[: len(info.columns)])
         if described != info.columns:
             raise InternalError("a policy changed the table's schema")
         self._replace(table, snapshot, frame, index_unit=None)
@@ -338,7 +330,7 @@ class SparkEngine:
         unit = _checks.require(snapshot.info, unit_column)
         secret = _checks.secret(key, "index key")
         _portable.require_text_column(unit, "privacy unit")
-        frame = _spark_bound.indexed(
+        frame = _bound.indexed(
             snapshot.frame,
             snapshot.info,
             unit=unit,
@@ -396,11 +388,11 @@ class SparkEngine:
         _portable.require_text_column(unit, "privacy unit")
         name = f"{_VIEW_PREFIX}{next(self._counter)}"
         if snapshot.index_unit == unit_column and not filters and max_groups_per_unit is None:
-            frame = _spark_bound.rotated(snapshot.frame, info, max_rows=max_rows, keys=_portable.rotation_keys(salt))
+            frame = _bound.rotated(snapshot.frame, info, max_rows=max_rows, keys=_portable.rotation_keys(salt))
             self._views[name] = _View(frame, table, snapshot.version)
         else:
-            frame = _spark_bound.windowed(
-                _spark_bound.filtered(snapshot.frame, info, unit, filters),
+            frame = _bound.windowed(
+                _bound.filtered(snapshot.frame, info, unit, filters),
                 info,
                 unit=unit,
                 max_rows=max_rows,
@@ -439,10 +431,10 @@ class SparkEngine:
             if keys is not None:
                 key_list = list(keys)
                 data_type = {f.name: f.dataType for f in frame.schema.fields}[group_column]
-                _spark_expr.check_keys(key_list, column, data_type)
+                _expr.check_keys(key_list, column, data_type)
                 if not key_list:
                     return []
-        planned = _spark_aggregate.Aggregation(aggs, view.unit_column, kinds)
+        planned = _aggregate.Aggregation(aggs, view.unit_column, kinds)
         return planned.run(frame, group_column, key_list, key_condition=self._key_conditions.get, run=self._run)
 
     def order_statistics_window(
@@ -451,7 +443,7 @@ class SparkEngine:
         """Clipped order statistics x_(rank-width) .. x_(rank+width), padded with low / high, by distributed selection.
 
         Missing values (NULL, NaN) are left out. The count is never returned; only the 2 * width + 1
-        values come back to the driver (``_spark_select``).
+        values come back to the driver (``_select``).
         """
         frame = self._check_view(view)
         info = _checks.require_numeric(view.schema, column)
@@ -460,13 +452,13 @@ class SparkEngine:
             raise UsageError("rank must be an integer (1-based)", rank, "pass an int")
         if isinstance(width, bool) or not isinstance(width, int) or width < 0:
             raise UsageError("width must be a non-negative integer", width, "pass an int >= 0")
-        values = frame.where(~_spark_expr.is_missing(info)).select(
-            _spark_expr.clipped_value(column, bounds.low, bounds.high).alias("__dps_v")
+        values = frame.where(~_expr.is_missing(info)).select(
+            _expr.clipped_value(column, bounds.low, bounds.high).alias("__dps_v")
         )
         first, last = rank - width, rank + width
         cached = values.persist(self._storage_level)  # read several times by the selection
         try:
-            found = _spark_select.order_statistics(cached, first=first, last=last, run=self._run)
+            found = _select.order_statistics(cached, first=first, last=last, run=self._run)
         finally:
             _unpersist(cached)
         ranks = np.arange(first, last + 1, dtype=np.int64)
@@ -505,7 +497,7 @@ class SparkEngine:
         # At most ``limit`` rows are here already: sorting them here (Arrow orders NaN above every
         # number, as DuckDB does) is cheaper than a distributed sort of a few rows.
         ordered = table.sort_by([(c, "ascending") for c in cols])
-        return {info.name: _spark_source.numpy_column(ordered.column(info.name), info.kind) for info in infos}
+        return {info.name: _source.numpy_column(ordered.column(info.name), info.kind) for info in infos}
 
     # -- helpers -------------------------------------------------------------------------------------
 

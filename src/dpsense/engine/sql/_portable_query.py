@@ -1,8 +1,8 @@
 """DuckDB SQL for the portable rules of ``_portable`` (``DuckDBEngine(portable=True)``).
 
-Each query computes, value for value, what ``_spark_bound`` and ``_spark_expr`` compute on Spark:
+Each query computes, value for value, what ``spark._bound`` and ``spark._expr`` compute on Spark:
 SHA-256 of the same texts, the same copy numbers, ranks and 64-bit integer arithmetic. As in
-``_sql``, only quoted identifiers are spliced into the text; keys derived from a salt travel as
+``_query``, only quoted identifiers are spliced into the text; keys derived from a salt travel as
 parameters (``$rows_key``, ``$groups_key``, ``$index_key``, ``$unit_key``, ``$rot_a1`` ...).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from dpsense.engine import _portable
 from dpsense.engine._portable import POSITION, ROW_HASH, UNIT_HASH, UNIT_ROWS
-from dpsense.engine._sql import predicate_condition, quote
 from dpsense.engine._types import ColumnInfo, Predicate
+from dpsense.engine.sql._query import predicate_condition, quote
 
 _PLAIN_TEXT_KINDS = frozenset({"integer", "float", "decimal", "boolean", "temporal"})
 
@@ -50,7 +50,7 @@ def value_text(column: ColumnInfo) -> str:
 
 
 def row_text(columns: Sequence[ColumnInfo]) -> str:
-    """The injective row text (``_sql_steward.fingerprint_query``'s encoding, portable floats)."""
+    """The injective row text (``_steward_query.fingerprint_query``'s encoding, portable floats)."""
     parts = []
     for column in columns:
         text = value_text(column)

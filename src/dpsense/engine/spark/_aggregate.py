@@ -15,9 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
 from dpsense.core.errors import InternalError
-from dpsense.engine import _spark_expr
 from dpsense.engine._checks import sum_exponent
-from dpsense.engine._spark_expr import col
 from dpsense.engine._types import (
     Aggregate,
     CenteredSquares,
@@ -29,6 +27,8 @@ from dpsense.engine._types import (
     FixedPointSum,
     GroupRow,
 )
+from dpsense.engine.spark import _expr
+from dpsense.engine.spark._expr import col
 
 #: Rows per group below which 64-bit sums of the 31-bit halves of grid units cannot overflow.
 NARROW_ROWS = 1 << 32
@@ -78,16 +78,14 @@ def _planned(agg: Aggregate, unit_column: str, kinds: dict[str, str], *, wide: b
     if isinstance(agg, CountUnits):
         return _Planned([sf.count_distinct(col(unit_column))], _first)
     if isinstance(agg, CountPresent):
-        return _Planned([_spark_expr.count_present(agg, kinds.get(agg.column, "float"))], _first)
+        return _Planned([_expr.count_present(agg, kinds.get(agg.column, "float"))], _first)
     if isinstance(agg, CountOutside):
-        return _Planned([_spark_expr.count_outside(agg, kinds.get(agg.clip.column, "float"))], _first)
+        return _Planned([_expr.count_outside(agg, kinds.get(agg.clip.column, "float"))], _first)
     kind = kinds.get(agg.clip.column, "float")
-    if isinstance(agg, CenteredSquares):
-        units = _spark_expr.squared_centered_units(agg, kind)  # each below 2**62, like a grid unit
-    else:
-        units = _spark_expr.grid_units(agg, kind)
+    # squared centered units are each below 2**62, like a grid unit
+    units = _expr.squared_centered_units(agg, kind) if isinstance(agg, CenteredSquares) else _expr.grid_units(agg, kind)
     if wide:
-        return _Planned([_spark_expr.exact_sum(units)], _first)
+        return _Planned([_expr.exact_sum(units)], _first)
     halves = [sf.sum(sf.shiftright(units, _HALF)), sf.sum(units.bitwiseAND(sf.lit((1 << _HALF) - 1))), sf.count(units)]
     return _Planned(halves, _combine_halves)
 
@@ -108,13 +106,13 @@ class KeyConditions:
         if all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
             low, high = min(keys), max(keys)
             if high - low + 1 <= 2 * len(keys) + _DENSE_SLACK:
-                return col(group_column).between(_spark_expr.literal(low), _spark_expr.literal(high))
+                return col(group_column).between(_expr.literal(low), _expr.literal(high))
         remembered = (group_column, tuple((type(k), k) for k in keys))
         condition = self._built.get(remembered)
         if condition is None:
             if len(self._built) >= _KEY_LISTS:
                 self._built.clear()
-            condition = col(group_column).isin([_spark_expr.literal(k) for k in keys])
+            condition = col(group_column).isin([_expr.literal(k) for k in keys])
             self._built[remembered] = condition
         return condition
 

@@ -1,6 +1,6 @@
 """The steward's registration steps on Spark: keyed fingerprint, data-quality counts, per-column policies.
 
-The same results as ``_sql_steward`` on DuckDB, value for value: the fingerprint hashes the same
+The same results as ``sql._steward_query`` on DuckDB, value for value: the fingerprint hashes the same
 portable row text, the counts count the same values, the policies clamp to the same bounds.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
-from dpsense.engine import _spark_expr
-from dpsense.engine._spark_expr import col
 from dpsense.engine._types import Clip, ColumnInfo, ColumnQuality, TableInfo
+from dpsense.engine.spark import _expr
+from dpsense.engine.spark._expr import col
 
 #: Rows below which BIGINT sums of 32-bit halves of the row hashes cannot overflow.
 NARROW_ROWS = 1 << 31
@@ -38,16 +38,16 @@ def fingerprint_sum(frame: DataFrame, columns: tuple[ColumnInfo, ...], row_key: 
     Summed as two BIGINT sums of 32-bit halves below 2**31 rows (neither can overflow), as
     DECIMAL(38, 0) beyond.
     """
-    staged, text = _spark_expr.text_frame(frame, columns)
+    staged, text = _expr.text_frame(frame, columns)
     digest = sf.sha2(sf.concat(sf.lit(row_key), sf.lit("|"), text), 256)
-    high, low = _spark_expr.hex32_halves(digest)
+    high, low = _expr.hex32_halves(digest)
     zero = sf.lit(0)
     count, high_sum, low_sum = _one_row(
         staged.agg(sf.count(sf.lit(1)), sf.coalesce(sf.sum(high), zero), sf.coalesce(sf.sum(low), zero)), run
     )
     if int(count) < NARROW_ROWS:
         return int(count), (int(high_sum) << 32) + int(low_sum)
-    (total,) = _one_row(staged.agg(_spark_expr.exact_sum(_spark_expr.hex64(digest))), run)
+    (total,) = _one_row(staged.agg(_expr.exact_sum(_expr.hex64(digest))), run)
     return int(count), int(total)
 
 
@@ -59,7 +59,7 @@ def quality(frame: DataFrame, infos: list[ColumnInfo], run: Runner) -> dict[str,
         counts.append(sf.count(sf.when(c.isNull(), 1)))
         if info.kind == "float":
             counts.append(sf.count(sf.when(sf.isnan(c), 1)))
-            counts.append(sf.count(sf.when(_spark_expr.is_infinite(c), 1)))
+            counts.append(sf.count(sf.when(_expr.is_infinite(c), 1)))
     row = _one_row(frame.agg(*counts), run)
     out: dict[str, ColumnQuality] = {}
     position = 0
@@ -76,11 +76,9 @@ def quality(frame: DataFrame, infos: list[ColumnInfo], run: Runner) -> dict[str,
 def with_policies(
     frame: DataFrame, info: TableInfo, *, drop_missing: list[str], drop_nonfinite: list[str], clamp: dict[str, Clip]
 ) -> DataFrame:
-    """The public columns of ``frame`` with the policies applied (``_sql_steward.policy_query``'s rules)."""
+    """The public columns of ``frame`` with the policies applied (``sql._steward_query.policy_query``'s rules)."""
     types = {f.name: f.dataType for f in frame.schema.fields}
-    selects = [
-        _spark_expr.clamped(c, types[c.name], clamp[c.name]) if c.name in clamp else col(c.name) for c in info.columns
-    ]
+    selects = [_expr.clamped(c, types[c.name], clamp[c.name]) if c.name in clamp else col(c.name) for c in info.columns]
     condition: Column = sf.lit(True)
     for name in dict.fromkeys(drop_missing):
         condition = condition & col(name).isNotNull()
@@ -88,5 +86,5 @@ def with_policies(
         found = info.column(name)
         if found is not None and found.kind == "float":
             c = col(name)
-            condition = condition & (c.isNull() | ~(sf.isnan(c) | _spark_expr.is_infinite(c)))
+            condition = condition & (c.isNull() | ~(sf.isnan(c) | _expr.is_infinite(c)))
     return frame.where(condition).select(*selects)
