@@ -10,6 +10,7 @@ from scipy import stats
 
 from dpsense.noise import exact
 from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue, discrete_gaussian_pmf, discrete_laplace_pmf
+from tests.statistical.power import WRONG, assert_calibrated
 
 pytestmark = pytest.mark.statistical
 N = 400_000
@@ -19,19 +20,15 @@ N = 400_000
 def test_discrete_laplace_matches_pmf_and_rejects_wrong_scale(scale: Fraction) -> None:
     samples = exact.discrete_laplace(scale, N)
     span = int(12 * float(scale)) + 3
-    assert chi_square_pvalue(samples, discrete_laplace_pmf(float(scale)), -span, span) > P_THRESHOLD
-    for wrong in (0.7, 1.3):
-        assert chi_square_pvalue(samples, discrete_laplace_pmf(float(scale) * wrong), -span, span) < P_THRESHOLD
+    assert_calibrated(lambda f: chi_square_pvalue(samples, discrete_laplace_pmf(float(scale) * f), -span, span))
 
 
 @pytest.mark.parametrize("sigma2", [Fraction(1, 3), Fraction(5), Fraction(100), Fraction(40_000)])
 def test_discrete_gaussian_matches_pmf_and_rejects_wrong_scale(sigma2: Fraction) -> None:
     samples = exact.discrete_gaussian(sigma2, N)
     span = int(7 * float(sigma2) ** 0.5) + 3
-    assert chi_square_pvalue(samples, discrete_gaussian_pmf(float(sigma2)), -span, span) > P_THRESHOLD
-    for wrong in (0.7, 1.3):  # +-30 % on the scale sigma
-        bad = discrete_gaussian_pmf(float(sigma2) * wrong**2)
-        assert chi_square_pvalue(samples, bad, -span, span) < P_THRESHOLD
+    # +-30 % on the scale sigma: sigma2 x f^2
+    assert_calibrated(lambda f: chi_square_pvalue(samples, discrete_gaussian_pmf(float(sigma2) * f**2), -span, span))
 
 
 @pytest.mark.parametrize(("num", "den"), [(0, 1), (1, 3), (1, 1), (5, 2), (7, 1)])
@@ -39,10 +36,12 @@ def test_bernoulli_exp_frequency(num: int, den: int) -> None:
     n = 1_000_000
     hits = int(exact.bernoulli_exp(np.full(n, num, dtype=np.int64), den).sum())
     p = np.exp(-num / den)
-    assert stats.binomtest(hits, n, p).pvalue > P_THRESHOLD
-    if 0 < p < 1:
-        for wrong in (0.7, 1.3):  # exp(-gamma * factor)
-            assert stats.binomtest(hits, n, np.exp(-num / den * wrong)).pvalue < P_THRESHOLD
+    # exp(-gamma x f); at p = 0 or 1 (gamma = 0) no factor changes p, so only the true rate is tested
+    assert_calibrated(
+        lambda f: float(stats.binomtest(hits, n, np.exp(-num / den * f)).pvalue),
+        wrong=WRONG if 0 < p < 1 else (),
+        what="gamma",
+    )
 
 
 def test_uniform_below_is_uniform_for_awkward_bounds() -> None:

@@ -8,7 +8,7 @@ probabilities use epsilon x (1 +- 0.3), at p-threshold 1e-10 (STYLE.md point 7).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
 from fractions import Fraction
 
@@ -20,7 +20,8 @@ from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
 from dpsense.noise import categorical
 from dpsense.noise.categorical import sample_categorical
-from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
+from tests.statistical.gof import chi_square_pvalue
+from tests.statistical.power import assert_calibrated
 
 pytestmark = pytest.mark.statistical
 _CTX = Context(prec=60, Emin=MIN_EMIN, Emax=MAX_EMAX)
@@ -43,10 +44,9 @@ def gof(samples: np.ndarray, pmf: np.ndarray) -> float:
     return chi_square_pvalue(samples, lambda support: pmf[support], 0, pmf.size - 1)
 
 
-def assert_fits_only_the_true_epsilon(samples: np.ndarray, pmf_at: dict[float, np.ndarray]) -> None:
-    assert gof(samples, pmf_at[1.0]) > P_THRESHOLD
-    assert gof(samples, pmf_at[0.7]) < P_THRESHOLD
-    assert gof(samples, pmf_at[1.3]) < P_THRESHOLD
+def assert_fits_only_the_true_epsilon(samples: np.ndarray, pmf_at: Callable[[Fraction], np.ndarray]) -> None:
+    """``pmf_at(f)``: the reference pmf at epsilon x f (f exact: Fraction(str(0.7)) = 7/10)."""
+    assert_calibrated(lambda f: gof(samples, pmf_at(Fraction(str(f)))), what="ε")
 
 
 BASE = [1.0, 2.5, 0.0, 0.75, 3.0, 1e-3, 4.0, 2.0]
@@ -54,14 +54,14 @@ EXPONENTS = [0, 3, 1, 7, 2, 0, 5, 4]
 RATE = Fraction(1, 2)
 
 
-def categorical_pmfs() -> dict[float, np.ndarray]:
-    return {f: reference_pmf(BASE, [-RATE * Fraction(str(f)) * e for e in EXPONENTS]) for f in (1.0, 0.7, 1.3)}
+def categorical_pmf(f: Fraction) -> np.ndarray:
+    return reference_pmf(BASE, [-RATE * f * e for e in EXPONENTS])
 
 
 def test_categorical_sampler_fast_path() -> None:
     samples = sample_categorical(BASE, EXPONENTS, RATE, size=200_000)
     assert not np.any(samples == 2)  # zero base measure
-    assert_fits_only_the_true_epsilon(samples, categorical_pmfs())
+    assert_fits_only_the_true_epsilon(samples, categorical_pmf)
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def forced_fallback() -> Iterator[None]:
 @pytest.mark.usefixtures("forced_fallback")
 def test_categorical_sampler_exact_fallback_path() -> None:
     samples = sample_categorical(BASE, EXPONENTS, RATE, size=60_000)
-    assert_fits_only_the_true_epsilon(samples, categorical_pmfs())
+    assert_fits_only_the_true_epsilon(samples, categorical_pmf)
 
 
 UTILITIES = [0, 1, 2, 3, 5, 8]
@@ -91,28 +91,27 @@ def test_exponential_mechanism_matches_exp_eps_u_over_c_delta(monotone: bool) ->
             for _ in range(8_000)
         ]
     )
-    pmfs = {
-        f: reference_pmf([1.0] * 6, [epsilon * Fraction(str(f)) * u / (c * sensitivity) for u in UTILITIES])
-        for f in (1.0, 0.7, 1.3)
-    }
-    assert_fits_only_the_true_epsilon(draws, pmfs)
+    assert_fits_only_the_true_epsilon(
+        draws, lambda f: reference_pmf([1.0] * 6, [epsilon * f * u / (c * sensitivity) for u in UTILITIES])
+    )
 
 
 def test_report_noisy_max_matches_the_gumbel_max_distribution() -> None:
     draws = np.array([report_noisy_max(UTILITIES, epsilon=1, sensitivity=1).value for _ in range(8_000)])
-    pmfs = {f: reference_pmf([1.0] * 6, [Fraction(str(f)) * u / 2 for u in UTILITIES]) for f in (1.0, 0.7, 1.3)}
-    assert_fits_only_the_true_epsilon(draws, pmfs)
+    assert_fits_only_the_true_epsilon(draws, lambda f: reference_pmf([1.0] * 6, [f * u / 2 for u in UTILITIES]))
 
 
 # ---------------------------------------------------------------- EM quantile
 
 
 def quantile_cell_pmf(values: list[float], q: Fraction, epsilon: Fraction, resolution: int) -> np.ndarray:
-    """Brute force over every cell c: weight exp(-eps |r(c) - q n| / 2), r(c) = #records in cells below c."""
+    """Brute force over every cell c: weight exp(-eps dist(q n, [#{< c}, #{<= c}]) / 2) (ties share their cell)."""
     data_cells = np.minimum(np.floor(np.array(values) * resolution), resolution - 1)
     n = len(values)
-    ranks = [int(np.sum(data_cells < c)) for c in range(resolution)]
-    return reference_pmf([1.0] * resolution, [-epsilon * abs(r - q * n) / 2 for r in ranks])
+    below = [int(np.sum(data_cells < c)) for c in range(resolution)]
+    at_most = [int(np.sum(data_cells <= c)) for c in range(resolution)]
+    dist = [max(a - q * n, q * n - b, Fraction(0)) for a, b in zip(below, at_most, strict=True)]
+    return reference_pmf([1.0] * resolution, [-epsilon * d / 2 for d in dist])
 
 
 QUANTILE_DATA = [0.05, 0.31, 0.33, 0.33, 0.6, 0.62, 0.9]
@@ -122,8 +121,7 @@ def test_em_quantile_cells_match_the_exponential_mechanism() -> None:
     q, epsilon, resolution = Fraction(2, 5), Fraction(3, 2), 32
     cells = quantile._to_cells(QUANTILE_DATA, 0.0, 1.0, resolution)
     samples = quantile._draw_cells(cells, q, epsilon, 200_000)
-    pmfs = {f: quantile_cell_pmf(QUANTILE_DATA, q, epsilon * Fraction(str(f)), resolution) for f in (1.0, 0.7, 1.3)}
-    assert_fits_only_the_true_epsilon(samples, pmfs)
+    assert_fits_only_the_true_epsilon(samples, lambda f: quantile_cell_pmf(QUANTILE_DATA, q, epsilon * f, resolution))
 
 
 def test_em_quantile_public_function_matches_too() -> None:
@@ -135,8 +133,7 @@ def test_em_quantile_public_function_matches_too() -> None:
         ]
     )
     samples = np.floor(released * resolution).astype(np.int64)  # midpoint -> its cell
-    pmfs = {f: quantile_cell_pmf(QUANTILE_DATA, q, epsilon * Fraction(str(f)), resolution) for f in (1.0, 0.7, 1.3)}
-    assert_fits_only_the_true_epsilon(samples, pmfs)
+    assert_fits_only_the_true_epsilon(samples, lambda f: quantile_cell_pmf(QUANTILE_DATA, q, epsilon * f, resolution))
 
 
 # ---------------------------------------------------------------- empirical privacy

@@ -32,9 +32,9 @@ from dpsense.mechanisms.local_estimators import (
 )
 from dpsense.noise import lazy_bernoulli
 from tests.statistical.gof import P_THRESHOLD
+from tests.statistical.power import WRONG, assert_calibrated
 
 pytestmark = pytest.mark.statistical
-WRONG = (0.7, 1.3)
 
 
 def _grr_probs(k: int, eps: float) -> tuple[float, float]:
@@ -82,9 +82,7 @@ def test_randomized_response_truth_rate_per_input(epsilon: str) -> None:
         p = math.exp(e) / (math.exp(e) + 1)
         return float(min(stats.binomtest(t, n // 2, p).pvalue for t in truthful)) * 2  # Bonferroni over inputs
 
-    assert pvalue(eps) > P_THRESHOLD
-    for wrong in WRONG:
-        assert pvalue(eps * wrong) < P_THRESHOLD
+    assert_calibrated(lambda f: pvalue(eps * f), what="ε")
 
 
 @pytest.mark.parametrize(("k", "epsilon"), [(3, "0.5"), (5, "1"), (30, "3.5")])
@@ -93,9 +91,7 @@ def test_k_ary_randomized_response_joint_table(k: int, epsilon: str) -> None:
     values = np.arange(n) % k
     reports = k_ary_randomized_response(values, k=k, epsilon=epsilon).value
     eps = float(epsilon)
-    assert _joint_table_pvalue(values, reports, k, eps) > P_THRESHOLD
-    for wrong in WRONG:
-        assert _joint_table_pvalue(values, reports, k, eps * wrong) < P_THRESHOLD
+    assert_calibrated(lambda f: _joint_table_pvalue(values, reports, k, eps * f), what="ε")
 
 
 def test_k_ary_randomized_response_large_domain() -> None:
@@ -107,9 +103,11 @@ def test_k_ary_randomized_response_large_domain() -> None:
     offsets = (reports[~truthful] - values[~truthful]) % k  # in 1..k-1, uniform if the lie is uniform
     offset_p = stats.chisquare(np.bincount(offsets, minlength=k)[1:]).pvalue
     assert offset_p > P_THRESHOLD / 2
-    for e, expect_reject in ((eps, False), (eps * 0.7, True), (eps * 1.3, True)):
-        p_value = stats.binomtest(int(truthful.sum()), n, _grr_probs(k, e)[0]).pvalue
-        assert (p_value < P_THRESHOLD / 2) == expect_reject
+    assert_calibrated(
+        lambda f: float(stats.binomtest(int(truthful.sum()), n, _grr_probs(k, eps * f)[0]).pvalue),
+        alpha=P_THRESHOLD / 2,  # Bonferroni over the two statistics
+        what="ε",
+    )
 
 
 @pytest.mark.parametrize(("k", "epsilon"), [(2, "0.1"), (8, "1"), (16, "4")])
@@ -140,9 +138,7 @@ def test_optimized_unary_encoding_bit_rates(k: int, epsilon: str) -> None:
             )
         )
 
-    assert pvalue(eps) > P_THRESHOLD
-    for wrong in WRONG:
-        assert pvalue(eps * wrong) < P_THRESHOLD
+    assert_calibrated(lambda f: pvalue(eps * f), what="ε")
 
 
 @pytest.mark.parametrize(("c", "epsilon"), [(1, Fraction(1)), (6, Fraction(7, 5))])
@@ -151,9 +147,7 @@ def test_lazy_comparison_with_tiny_blocks_is_exact(c: int, epsilon: Fraction) ->
     n = 1_000_000
     hits = int(lazy_bernoulli.bernoulli_lazy(lazy_bernoulli.RationalOddsProbability(c, epsilon), n, block_bits=2).sum())
     eps = float(epsilon)
-    assert stats.binomtest(hits, n, c / (math.exp(eps) + c)).pvalue > P_THRESHOLD
-    for wrong in WRONG:
-        assert stats.binomtest(hits, n, c / (math.exp(eps * wrong) + c)).pvalue < P_THRESHOLD
+    assert_calibrated(lambda f: float(stats.binomtest(hits, n, c / (math.exp(eps * f) + c)).pvalue), what="ε")
 
 
 # ---------------------------------------------------------------------------------------------

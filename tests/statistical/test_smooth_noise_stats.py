@@ -18,7 +18,8 @@ from scipy import integrate, special, stats
 
 from dpsense.mechanisms.smooth_noise import plan_smooth_noise, release_with_smooth_bound
 from dpsense.noise import continuous
-from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
+from tests.statistical.gof import chi_square_pvalue
+from tests.statistical.power import assert_calibrated
 
 pytestmark = pytest.mark.statistical
 N = 100_000
@@ -100,12 +101,6 @@ def test_uln_cdf_matches_quadrature_of_the_density() -> None:
         assert float(uln_cdf(sigma)(np.array([z]))[0]) == pytest.approx(_density_cdf(pdf, z), abs=1e-7)
 
 
-def _assert_power(samples: np.ndarray, cdf: CDF) -> None:
-    assert stats.kstest(samples, cdf).pvalue > P_THRESHOLD
-    for wrong in (0.7, 1.3):
-        assert stats.kstest(samples, lambda x, k=wrong: cdf(x / k)).pvalue < P_THRESHOLD
-
-
 SAMPLERS: list[tuple[str, Callable[[int], np.ndarray], CDF]] = [
     ("uniform", continuous.uniform_open, lambda x: np.clip(x, 0.0, 1.0)),
     ("normal", continuous.standard_normal, stats.norm.cdf),
@@ -128,7 +123,8 @@ SAMPLERS: list[tuple[str, Callable[[int], np.ndarray], CDF]] = [
 def test_sampler_matches_exact_cdf_and_rejects_wrong_scale(
     name: str, draw: Callable[[int], np.ndarray], cdf: CDF
 ) -> None:
-    _assert_power(draw(N), cdf)
+    samples = draw(N)
+    assert_calibrated(lambda f: float(stats.kstest(samples, lambda x: cdf(x / f)).pvalue))
 
 
 def test_cauchy_tails_are_accurate() -> None:
@@ -161,7 +157,4 @@ def test_release_has_the_planned_scale(kwargs: dict[str, object], cdf: CDF) -> N
     cells = np.rint(out / grid).astype(np.int64)
     step = grid * s / bound
     span = int(12 / step)
-    assert chi_square_pvalue(cells, _cell_pmf(cdf, step), -span, span) > P_THRESHOLD
-    for wrong in (0.7, 1.3):
-        bad = _cell_pmf(lambda x, k=wrong: cdf(x / k), step)
-        assert chi_square_pvalue(cells, bad, -span, span) < P_THRESHOLD
+    assert_calibrated(lambda f: chi_square_pvalue(cells, _cell_pmf(lambda x: cdf(x / f), step), -span, span))

@@ -18,6 +18,7 @@ from dpsense.mechanisms.inverse_sensitivity import (
 from dpsense.mechanisms.quantile import em_quantile
 from dpsense.noise.testing import deterministic_entropy
 from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
+from tests.statistical.power import assert_calibrated
 
 # ---------------------------------------------------------------- the exact path length, by brute force
 
@@ -157,13 +158,10 @@ def test_draws_follow_exp_minus_eps_len_over_two_and_reject_wrong_epsilon() -> N
     resolution, rank, n_draws = 16, 3, 200_000
     cells = np.array([2, 5, 5, 9, 12, 12, 12], dtype=np.int64)
     draws = inv._draw_cells(cells, rank, Fraction(1), resolution, n_draws)
-    pvalue = {
-        f: chi_square_pvalue(draws, lambda s, f=f: exact_pmf(cells, rank, f, resolution)[s], 0, resolution - 1)
-        for f in (1.0, 0.7, 1.3)
-    }
-    assert pvalue[1.0] > P_THRESHOLD
-    assert pvalue[0.7] < P_THRESHOLD
-    assert pvalue[1.3] < P_THRESHOLD
+    assert_calibrated(
+        lambda f: chi_square_pvalue(draws, lambda s: exact_pmf(cells, rank, f, resolution)[s], 0, resolution - 1),
+        what="ε",
+    )
 
 
 def test_no_records_release_a_uniform_public_cell_at_the_same_loss() -> None:
