@@ -105,13 +105,11 @@ def test_report_noisy_max_matches_the_gumbel_max_distribution() -> None:
 
 
 def quantile_cell_pmf(values: list[float], q: Fraction, epsilon: Fraction, resolution: int) -> np.ndarray:
-    """Brute force over every cell c: weight exp(-eps dist(q n, [#{< c}, #{<= c}]) / 2) (ties share their cell)."""
+    """Brute force over every cell c: weight exp(-eps |r(c) - q n| / 2), r(c) = #records in cells below c."""
     data_cells = np.minimum(np.floor(np.array(values) * resolution), resolution - 1)
     n = len(values)
-    below = [int(np.sum(data_cells < c)) for c in range(resolution)]
-    at_most = [int(np.sum(data_cells <= c)) for c in range(resolution)]
-    dist = [max(a - q * n, q * n - b, Fraction(0)) for a, b in zip(below, at_most, strict=True)]
-    return reference_pmf([1.0] * resolution, [-epsilon * d / 2 for d in dist])
+    ranks = [int(np.sum(data_cells < c)) for c in range(resolution)]
+    return reference_pmf([1.0] * resolution, [-epsilon * abs(r - q * n) / 2 for r in ranks])
 
 
 QUANTILE_DATA = [0.05, 0.31, 0.33, 0.33, 0.6, 0.62, 0.9]
