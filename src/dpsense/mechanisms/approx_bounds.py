@@ -2,31 +2,12 @@
 
 Guarantee: pure ε-DP under add/remove or replace of one privacy unit, when each unit contributes at
 most C rows (the caller bounds rows per unit first): Δ = C under add/remove, 2C under replace.
-
-Mechanism (the log-binned histogram of Google's ApproxBounds, differential-privacy/cc/docs/
-algorithms/approx-bounds.md, and of Tumult's ``get_bounds``; the histogram itself is the Laplace /
-geometric mechanism on a vector of L1 sensitivity Δ, Dwork-McSherry-Nissim-Smith 2006, Ghosh-
-Roughgarden-Sundararajan 2009):
-
-1. Public bins on the real line from two public exponents k_min < k_max, K = k_max - k_min:
-   bin 0 holds |x| < 2^k_min; bin +j (1 <= j <= K) holds 2^(k_min+j-1) <= x < 2^(k_min+j), the last
-   one also every larger x; bin -j mirrors it. A value is in exactly one bin (NaN in none), so one
-   row moves one count by one and a unit's C rows move the histogram by at most C in L1 (2C when
-   its rows are replaced).
-2. Every one of the 2K+1 bins gets discrete Laplace noise of scale Δ/ε (``geometric``): ε-DP.
-3. Post-processing of the noisy counts only: with the public threshold τ below, the upper bound is
-   the upper edge of the highest bin whose noisy count reaches τ, the lower bound the lower edge of
-   the lowest such bin; when no bin reaches τ the answer is "no bounds" (still charged).
-
-τ is the smallest integer with (2K+1) · P[Z >= τ] <= 1 - p for Z the noise and p the public success
-probability: with probability >= p no empty bin passes, so an answer is not pulled outward by noise
-alone. τ changes accuracy, never privacy (step 3 is post-processing for every τ). Bins holding fewer
-rows than about τ (outliers) are skipped on purpose: the bounds cover where the bulk of the values
-is, which is what a clipping range needs; values beyond them are clipped by the statistic that uses
-them, and that statistic's own bias note applies.
-
-The noisy counts, the true counts and the bins' populations never leave this module: the result
-holds the two bounds (powers of two, or None), the public threshold and the loss.
+Mechanism: Google's ApproxBounds log-binned histogram (2K+1 public power-of-two bins), geometric
+noise of scale Δ/ε on every bin (Laplace/geometric mechanism, Dwork-McSherry-Nissim-Smith 2006;
+Ghosh-Roughgarden-Sundararajan 2009), and the outermost bins reaching a public threshold τ as
+post-processing; docs/math/global-sensitivity.md §1.8. τ changes accuracy, never privacy; outlier
+bins are skipped on purpose. Only the two bounds (powers of two, or None), τ and the loss are
+returned; no bin reaching τ gives "no bounds", still charged.
 """
 
 from __future__ import annotations
@@ -79,7 +60,7 @@ def _check_exponents(smallest: int, largest: int) -> int:
 
 
 def log_bin_indices(values: ArrayLike, *, smallest_exponent: int, largest_exponent: int) -> NDArray[np.int64]:
-    """The signed bin index in [-K, K] of every non-NaN value (module docstring, step 1)."""
+    """The signed bin index in [-K, K] of every non-NaN value (docs/math/global-sensitivity.md §1.8, step 1)."""
     K = _check_exponents(smallest_exponent, largest_exponent)
     x = np.asarray(values, dtype=np.float64).reshape(-1)
     x = x[~np.isnan(x)]
@@ -133,7 +114,7 @@ def approx_bounds(
     largest_exponent: int = LARGEST_EXPONENT,
     success_probability: float = 0.95,
 ) -> ApproxBounds:
-    """Release approximate [low, high] bounds of ``values`` (pure ε-DP; module docstring).
+    """Release approximate [low, high] bounds of ``values`` (pure ε-DP; docs/math/global-sensitivity.md §1.8).
 
     Args:
         values: the bounded rows' values (at most ``max_rows_per_unit`` per unit; NaN is ignored).

@@ -1,44 +1,12 @@
 """Local differential privacy: randomized response, k-ary randomized response, optimized unary encoding.
 
-Each user randomizes their own value before it leaves their device; the server only ever sees the
-reports. Guarantee (all three randomizers): **ε-local DP** for every user, i.e. for any two inputs
-``v, v'`` of one user and any report ``y``, ``P[y | v] <= e^ε · P[y | v']``. The adjacency is
-**replace one user's input** (n is public): the other users' reports are independent of it, so the
-whole vector of reports is also ε-DP in the central sense under replace adjacency, and every
-estimate below is post-processing (Dwork-Roth Prop. 2.1) at no further cost. One report costs a user
-ε; repeated reports about the same value compose (memoize a permanent report, RAPPOR-style).
-
-Theorems and constants (docs/math/local-dp.md):
-
-* Randomized response (Warner 1965; Dwork-Roth section 3.2): report the true bit with probability
-  ``e^ε/(e^ε+1)``. k-ary randomized response (GRR; Wang-Blocki-Li-Jha, USENIX Security 2017): report
-  the true value with probability ``p = e^ε/(e^ε+k-1)``, every other value with ``q = 1/(e^ε+k-1)``;
-  ``p/q = e^ε``. Binary randomized response is GRR with k = 2.
-* Optimized unary encoding (OUE, same paper): one-hot encode, report the true bit as 1 with
-  probability 1/2 and every other bit as 1 with probability ``q' = 1/(e^ε+1)``. Changing the input
-  from v to v' changes only bits v and v'; the likelihood ratio is at most
-  ``(1/2)/q' · (1-q')/(1/2) = e^ε``.
-
-Exact sampling. Every report probability has the form ``P_c = c/(e^ε+c)`` for a positive integer c
-(the GRR "lie" probability ``(k-1)/(e^ε+k-1)``, the OUE other-bit probability with c = 1), and is
-irrational because e^ε is transcendental (Lindemann-Weierstrass). A Bernoulli(P_c) is drawn by
-comparing a uniform real ``V = 0.U1 U2 U3 ...`` (32-bit blocks ``U_j`` from ``dpsense.noise``) with the
-binary expansion ``0.D1 D2 D3 ...`` of ``P_c``: output ``U_j < D_j`` at the first block where
-``U_j != D_j``. This returns ``[V < P_c]``, whose probability is exactly ``P_c``; the expansion is
-unique because ``P_c`` is irrational, and a block ties with probability 2^-32, so one 32-bit word per
-draw suffices except with that probability. The blocks ``floor(P_c · 2^m)`` are computed exactly from
-rigorous decimal bounds on ``e^-ε`` (``Decimal.exp`` is correctly rounded; we widen by two ulps and
-round every later step outward), refining the precision until the floor is certain. The number of
-words drawn depends on the uniforms only, never on the users' values.
-
-GRR then replaces the true value, when the lie coin says so, by a uniform integer on the k-1 other
-values (``dpsense.noise.exact.uniform_below_scalar``); OUE's true bit is a uniform random bit.
-
-We do not use the rejection construction "propose a value uniformly, accept a non-true value with
-probability e^-ε, repeat": it is exact too (each round accepts v with probability 1/k and each other
-value with e^-ε/k), but needs ``k/(1+(k-1)e^-ε)`` rounds on average, which approaches k/4 or more
-for large k exactly where GRR is recommended (k < 3e^ε + 2): about 750 rounds, 2 min per million
-users, at k = 1000, ε = 8, against 20 ms here.
+Provides the three randomizers, each user's report drawn on their side, and their unbiased
+estimators. Guarantee: **ε-local DP** per user (P[y | v] <= e^ε P[y | v'] for any two inputs of one
+user), hence ε-DP of the report vector under the adjacency **replace one user's input** (n public);
+every estimate is post-processing (Dwork-Roth Prop. 2.1). Randomized response: Warner, JASA 1965;
+GRR and OUE: Wang-Blocki-Li-Jha, USENIX Security 2017. One report costs a user ε; repeated reports
+about one value compose (memoize a permanent report). Formulas, variances and the GRR/OUE choice:
+docs/math/local-dp.md; the exact Bernoulli(c/(e^ε + c)) sampler: docs/math/local-dp.md §11.1.
 """
 
 from __future__ import annotations
@@ -172,7 +140,7 @@ def randomized_response(bits: ArrayLike, *, epsilon: NumberLike) -> MechanismRes
 
     Guarantee: ε-local DP per user (Warner 1965; Dwork-Roth section 3.2), adjacency "replace one
     user's input"; P[report | bit] / P[report | bit'] <= (e^ε/(e^ε+1)) / (1/(e^ε+1)) = e^ε. This is
-    k-ary randomized response with k = 2; the flip is an exact Bernoulli(1/(e^ε+1)) (module docstring).
+    k-ary randomized response with k = 2; the flip is an exact Bernoulli(1/(e^ε+1)) (docs/math/local-dp.md §11.1).
 
     Args:
         bits: one bit per user (1-D, bool or integers 0/1).

@@ -1,41 +1,12 @@
 """Private partition selection: release the group keys of a table whose keys are not public.
 
-Guarantee: (ε, δ)-DP under add/remove or replace of one privacy unit, when each unit contributes to
-at most k partitions (the caller bounds groups per unit before counting).
-
-Mechanism (Korolova-Kenthapadi-Mishra-Ntoulas 2009; Wilson et al. 2020, "Differentially Private SQL
-with Bounded User Contribution", section 3): for every key present in the bounded data, its number of
-distinct units c gets discrete Laplace noise Z of scale Δ/ε (``geometric``), Δ the L1 sensitivity of
-the vector of unit counts (k under add/remove, 2k under replace); the key is released iff
-c + Z >= τ, with the integer threshold
-
-    τ = 1 + m,   m = ceil( ln(k / (δ (1 + a))) / (ε / Δ) ),   a = exp(-ε / Δ).
-
-Proof (both directions, every ε and δ in (0, 1]). Neighbours x, x' (x' with the unit u added, or u
-replaced by v). Split the candidate keys into C (present in both), A (present only in x: they exist
-because of u alone, so their count there is exactly 1) and B (present only in x': count 1, from the
-added or replacing unit); |A|, |B| <= k, and under add/remove one of them is empty. Every key's
-noise is independent. Write M(x) = (M_C(x), M_A(x)) and M(x') = (M_C(x'), M_B(x')).
-
-(1) On C the unit counts form a vector of L1 sensitivity Δ, so the released subset of C is
-ε-DP (geometric mechanism, then post-processing): P[M_C(x) ∈ T] <= e^ε P[M_C(x') ∈ T] for every
-set T of outputs, and the same with x and x' swapped.
-(2) A key of count 1 is released with probability p = P[Z >= m] = a^m / (1 + a) (for the two-sided
-geometric law p(z) = (1 - a)/(1 + a) a^|z|), so δ_A := P[some A key released] = 1 - (1 - p)^|A|
-<= k p <= δ by the choice of m, and likewise δ_B <= δ.
-(3) Fix a set S of outputs and let P_c = P[M_C(x') ∈ S]. When no A key is released M(x) = M_C(x),
-and when no B key is released M(x') = M_C(x'); by independence and (1),
-
-    P[M(x) ∈ S] <= (1 - δ_A) min(1, e^ε P_c) + δ_A,      P[M(x') ∈ S] >= (1 - δ_B) P_c.
-
-If e^ε P_c <= 1, P[M(x) ∈ S] - e^ε P[M(x') ∈ S] <= δ_A + e^ε P_c (δ_B - δ_A) <= max(δ_A, δ_B);
-otherwise it is at most 1 - (1 - δ_B) = δ_B. Hence P[M(x) ∈ S] <= e^ε P[M(x') ∈ S] + δ, and the
-same argument with x and x' swapped gives the other direction. In particular the direction in
-which x' gains keys (B non-empty: the output of x' may hold keys that x never shows) costs only
-δ_B, with no condition tying δ to ε (such as δ <= k (1 - e^(-ε/Δ))). The threshold uses only
-public values (k, ε, δ), and the noisy counts themselves are never returned. The unit tests check
-both directions exactly (the hockey-stick divergence over every output set) on small key sets,
-also where δ > k (1 - e^(-ε/Δ)).
+Guarantee: (ε, δ)-DP, for every ε and δ in (0, 1], under add/remove or replace of one privacy unit,
+when each unit contributes to at most k partitions (the caller bounds groups per unit before
+counting). Mechanism (Korolova-Kenthapadi-Mishra-Ntoulas 2009; Wilson et al. 2020, section 3): each
+present key's distinct-unit count gets discrete Laplace noise of scale Δ/ε (Δ = k add/remove, 2k
+replace) and is released iff it reaches the public integer threshold τ = 1 + ceil(ln(k / (δ (1 + a)))
+/ (ε / Δ)), a = exp(-ε / Δ). Proof, both directions: docs/math/global-sensitivity.md §1.7. The
+threshold uses public values only; the noisy counts are never returned.
 """
 
 from __future__ import annotations
@@ -67,10 +38,11 @@ class PartitionSelection:
 
 
 def partition_threshold(*, sensitivity: int, max_partitions_per_unit: int, epsilon: Fraction, delta: Fraction) -> int:
-    """The integer threshold τ = 1 + ceil(ln(k / (δ (1 + a))) / (ε / Δ)), a = exp(-ε / Δ) (module docstring).
+    """The integer threshold τ = 1 + ceil(ln(k / (δ (1 + a))) / (ε / Δ)), a = exp(-ε / Δ).
 
-    Computed in floating point and then checked: the returned τ satisfies k a^(τ-1) / (1 + a) <= δ
-    (raised by one while the check fails), so rounding can only make the selection more conservative.
+    Derivation: docs/math/global-sensitivity.md §1.7. Computed in floating point and then checked: the
+    returned τ satisfies k a^(τ-1) / (1 + a) <= δ (raised by one while the check fails), so rounding can
+    only make the selection more conservative.
     """
     k, rate = max_partitions_per_unit, float(epsilon) / sensitivity
     a = math.exp(-rate)

@@ -1,53 +1,16 @@
-"""Propose-Test-Release (PTR): a privately tested, data-independent noise scale (docs/math/ptr.md).
+"""Propose-Test-Release (PTR): a privately tested, data-independent noise scale.
 
-**Mechanism** (Dwork-Lei, STOC 2009; Dwork-Roth 2014 section 7.1; Vadhan 2017 section 3). The analyst
-proposes a PUBLIC bound b > 0 on the local sensitivity of f (chosen without looking at the data).
-With gamma a distance to instability for b (contract below) and tau = ln(1/(2 delta)) / epsilon_1::
-
-    noisy = gamma(x) + Lap(1 / epsilon_1)        # dpsense.mechanisms.laplace, sensitivity 1
-    if noisy <= tau: return Refusal              # an answer: it is charged like a release
-    return f(x) + Lap(b / epsilon_2)             # dpsense.mechanisms.laplace, sensitivity b
-
-**Guarantee.** (epsilon_1 + epsilon_2, delta)-DP for one privacy unit under the adjacency for which
-``distance`` satisfies the contract. Proof (docs/math/ptr.md): for adjacent x, x', if gamma(x) >= 1 or
-gamma(x') >= 1 then LS(x) <= b or LS(x') <= b, so |f(x) - f(x')| <= b; the test is epsilon_1-DP
-(gamma is 1-Lipschitz) and the release epsilon_2-DP, so the pair satisfies pure
-(epsilon_1 + epsilon_2)-DP. Otherwise gamma(x) = gamma(x') = 0: both datasets are refused with the
-same probability, and both pass with probability p_0 <= delta, so any event's probabilities differ by
-at most delta. Both branches cost ``ApproxDP(epsilon_1 + epsilon_2, delta)``; the cost is reported in
-``MechanismResult.loss`` and in ``Refusal.loss`` alike (DESIGN.md invariant 7).
-
-**Contract for ``distance``** (the caller's responsibility; dpsense cannot check it). ``distance`` is
-any integer-valued gamma_L with, for the adjacency of the release,
-
-  (a) 1-Lipschitz: |gamma_L(x) - gamma_L(x')| <= 1 for adjacent x, x';
-  (b) gamma_L(x) >= 1 implies LS_f(x) <= b (local sensitivity for the SAME adjacency: replace, or add
-      and remove -- not removal only);
-  (c) gamma_L(x) >= 0 (``math.inf`` is accepted and means "no unstable dataset is reachable").
-
-The exact distance to instability gamma_b(x) = min{d(x, y) : LS_f(y) > b} qualifies, and so does
-gamma_L(x) = min{k : U_k(x) > b} for any monotone family of ``dpsense.sensitivity.smooth``
-(``ptr_with_family`` computes it). Capping, min(gamma_L, c) for c >= 1, keeps (a)-(c): distances are
-capped at ``ptr_distance_cap`` (the pass probability moves by at most e^-20 / 2), which keeps the
-arithmetic exact and bounds the work of a scan. For a privacy unit owning C records the distance must
-count unit changes (``dpsense.sensitivity.smooth.PersonLevel``).
-
-**What is NOT offered, on purpose.** The textbook shortcut "count the records whose removal moves f by
-more than b, add Lap(1/epsilon), pass if the count is <= 0.5" is not DP (docs/math/ptr.md §5.5): that count
-is not 1-Lipschitz, removal-only counting misses additions and replacements, and a threshold of 0.5
-passes unstable data with constant probability. There is no option for it; the tests implement it
-and show its failure.
-
-**Exact threshold.** The test noise is the float-safe Laplace of ``dpsense.mechanisms.laplace``:
-discrete Laplace on the grid g = 2^k with integer scale t steps (public plan), P(N = n) proportional
-to q^|n|, q = e^(-1/t). Data with gamma_L = 0 pass iff N >= j, with probability exactly q^j / (1 + q).
-The integer j is the smallest with q^j / (1 + q) <= delta (computed at 50 digits with a guard), so the
-unstable pass probability is at most delta exactly, not approximately; j g equals tau up to a
-relative 2^-39.
-
-Nothing data-dependent leaves this module: neither the distance nor the noisy distance appears in a
-result, a refusal, an error or ``details``. Errors about ``value`` or ``distance`` depend on the data
-and are raised before any noise is drawn; a caller holding private data treats them as charged.
+Provides ``propose_test_release`` and ``ptr_with_family``: for a PUBLIC bound b on LS_f, test
+gamma(x) + Lap(1/epsilon_1) against tau = ln(1/(2 delta))/epsilon_1 (made exact), then refuse or
+release f(x) + Lap(b/epsilon_2), both through the float-safe ``dpsense.mechanisms.laplace``.
+Guarantee: (epsilon_1 + epsilon_2, delta)-DP for one privacy unit under the adjacency for which
+``distance`` is valid (Dwork-Lei, STOC 2009; Dwork-Roth 2014 section 7.1); 0 < delta < 1/2. A refusal
+is an answer: both branches cost ``ApproxDP(epsilon_1 + epsilon_2, delta)``. The caller's contract
+for ``distance`` (integer, 1-Lipschitz, gamma >= 1 implies LS <= b for the same adjacency, counted
+in unit changes) is docs/math/ptr.md §5.3; proof §5.2, exact threshold §5.4. The removal-count
+shortcut with threshold 0.5 is not offered (§5.5). Neither the distance nor its noisy value leaves
+the module; errors about ``value`` or ``distance`` come before any noise and are to be treated as
+charged.
 """
 
 from __future__ import annotations
@@ -297,9 +260,9 @@ def propose_test_release(
     """Release ``value + Lap(b / epsilon_2)`` if a noisy distance to instability passes, else refuse.
 
     Guarantee: (epsilon_1 + epsilon_2, delta)-DP for one privacy unit under the adjacency for which
-    ``distance`` meets the contract of the module docstring (Dwork-Lei 2009; Dwork-Roth 2014 section 7.1;
+    ``distance`` meets the contract of docs/math/ptr.md §5.3 (Dwork-Lei 2009; Dwork-Roth 2014 section 7.1;
     Vadhan 2017 section 3). The test is ``distance + Lap(1/epsilon_1) > tau``, tau = ln(1/(2 delta)) /
-    epsilon_1 (made exact: see "Exact threshold"). Both outcomes cost ``ApproxDP(epsilon_1 + epsilon_2,
+    epsilon_1 (made exact: docs/math/ptr.md §5.4). Both outcomes cost ``ApproxDP(epsilon_1 + epsilon_2,
     delta)``.
 
     Args:

@@ -1,58 +1,15 @@
 """Admissible noise for smooth-sensitivity releases: exact calibrations and the clamped, gridded release.
 
-Mechanism (NRS07 section 2; Bun-Steinke 2019 section 3; docs/math/smooth-sensitivity.md §3.3)::
-
-    M(x) = f(x) + (S(x)/s) * Z,   Z ~ h,   S a beta-smooth upper bound on LS_f (beta = t).
-
-For adjacent x, x' the two output laws differ, in units of S(x)/s, by a shift |Delta| <= s and a
-dilation e^lambda, |lambda| <= t (NRS07 "sliding" and "dilation", Def. 2.5 / Lemma 2.6). The plans:
-
-=========== ================ =============================================================================
-family      guarantee        exact constants (all chosen from epsilon/delta/rho and public facts only)
-=========== ================ =============================================================================
-cauchy      epsilon-DP       s = t = epsilon/2 (L_h = D_h = 1)
-polynomial  epsilon-DP       h ~ 1/(1+|z|^gamma): s = epsilon/(2 L_h), t = epsilon/(2 D_h),
-                             L_h = (gamma-1)^((gamma-1)/gamma), D_h = max(1, gamma-1)
-student_t   epsilon-DP       s = epsilon/(2 L), t = epsilon/(2 D), L = (d+1)/(2 sqrt d), D = max(1, d)
-laplace     (eps, delta)-DP  s = epsilon/2, beta = epsilon/(2 ln(2/delta)), refused unless
-                             delta <= 2/e and delta >= e^{eps/2} exp(-(eps/2 + beta)/(e^beta - 1))
-gaussian    (eps, delta)-DP  s = epsilon/(5 sqrt(2 ln(2/delta))), beta = epsilon/(4 (d + ln(2/delta)))
-lln         rho-zCDP         eps_c = sqrt(2 rho), t = tau eps_c, sigma = root of 5(eps_c/t)s^3 - 5s^2 - 1,
-                             s = e^{-3 sigma^2/2} (eps_c - t/sigma)
-uln         rho-zCDP         eps_c = sqrt(2 rho), sigma = sqrt 2, t = tau eps_c,
-                             s = (eps_c - t/sigma) sigma sqrt(pi/2) e^{-3 sigma^2/2}
-=========== ================ =============================================================================
-
-Why the pure-DP splits hold (docs/math/smooth-sensitivity.md §3.3, re-derived): with u = s(y - f(x))/S(x),
-log p_x(y) - log p_x'(y) = [log h(u) - log h(u + Delta)] + [log h(v) - lambda - log h(e^lambda v)],
-and the brackets are at most s L_h and t D_h by the mean-value theorem, with
-L_h = sup|(log h)'| and D_h = sup|1 + z (log h)'(z)|. So epsilon >= s L_h + t D_h suffices
-(NRS07 Lemmas 2.6/2.7, usually so cited). For Student's t this tight split gives
-(d+1)/(2 sqrt d) s + max(1, d) t = epsilon; BS19 Thm 31 states the looser epsilon = (d+1) t +
-(d+1) s/(2 sqrt d), which our split does *not* satisfy for d >= 1 -- it is valid by the sufficient
-condition above (and checked numerically in the tests), not by Thm 31.
-
-Laplace (NRS07 Lemma 2.9) is checked against the exact sufficient condition derived in docs/math/index.md
-section 3.3 and refused when it fails (e.g. epsilon = 3). Gaussian constants are NRS07 Lemma 2.10 as usually
-cited, verified numerically (exact hockey-stick delta over the shift/dilation box; d = 1, 2, 5, 20).
-LLN and ULN are BS19 section 3.1 (output (eps_c^2/2)-zCDP = rho-zCDP; the sigma root is BS19 3.1.1).
-The ULN theorem is recalled as requiring sigma >= sqrt 2 (not re-checked against the paper; docs/math/index.md
-section 3.3): we use sigma = sqrt 2 (the float just above it) and refuse smaller sigma; the Renyi
-divergence is checked numerically in the tests. Pure-DP families also answer a rho budget: epsilon-DP implies
-(epsilon^2/2)-zCDP (BS16 Prop 1.4), so they run at epsilon = sqrt(2 rho).
-
-Every irrational constant is rounded in the safe direction (s and t down, the Laplace delta bound up)
-to 20 significant digits, so each stated condition holds exactly for the rational constants stored.
-The smoothing parameter tau for LLN/ULN is a public design choice (defaults below); it must never be
-tuned on the private data (docs/math/smooth-sensitivity.md §3.3, pitfall 1) -- tune on public or synthetic data.
-
-The release (``release_with_smooth_bound``) rounds to a coarse public grid (at least
-max(|lo|, |hi|) 2**-20), breaking exact ties with a fresh fair bit, and clamps to a public range:
-the float-sampling mitigation described in ``dpsense.noise.continuous`` (a heuristic: no bound on
-its distance from the ideal law is proved or claimed). The stated loss is that of the ideal
-real-arithmetic mechanism. The release never reports the smooth bound, the
-noise scale S/s or the true value, and reports no accuracy: the error is proportional to the private
-S(x). Adjacency: the guarantee holds for whatever adjacency S is a smooth bound under (the library's).
+Provides the plans for M(x) = f(x) + (S(x)/s) Z, S a beta-smooth upper bound on LS_f, and
+``release_with_smooth_bound``. Guarantee, under whatever adjacency S is a smooth bound for:
+epsilon-DP for Cauchy, polynomial tails and Student's t (the shift/dilation condition
+epsilon >= s L_h + t D_h, NRS07 Lemmas 2.6/2.7 as usually cited, re-derived); (epsilon, delta)-DP for
+Laplace (NRS07 Lemma 2.9) and Gaussian (Lemma 2.10); rho-zCDP for LLN and ULN (Bun-Steinke 2019,
+section 3.1). Constants, the table and the notes in docs/math/smooth-sensitivity.md §3.3. Refused:
+Laplace unless delta <= 2/e and the exact delta condition holds; ULN with sigma < sqrt 2. tau is a
+public design choice, never tuned on the data. The release rounds to a public grid and clamps (a
+heuristic float mitigation, ``dpsense.noise.continuous``) and reports neither S, the scale, the true
+value nor an accuracy.
 """
 
 from __future__ import annotations
@@ -150,7 +107,7 @@ def plan_smooth_noise(
     smoothing_fraction: NumberLike | None = None,
     dimension: int = 1,
 ) -> SmoothNoisePlan:
-    """The exact, data-independent calibration of a smooth-sensitivity release (table in the module docstring).
+    """The exact, data-independent calibration of a smooth release (docs/math/smooth-sensitivity.md §3.3 table).
 
     Args:
         family: 'cauchy' | 'polynomial' | 'student_t' (pure ε, or ρ via ε = √(2ρ)), 'laplace' |

@@ -1,56 +1,15 @@
 """Subsample-and-aggregate: any statistic, made private by a robust private aggregate of block answers.
 
-**Mechanism** (Nissim-Raskhodnikova-Smith, STOC 2007, section 4; Smith 2011 for the aggregator).
-
-1. Split the PRIVACY UNITS into k disjoint blocks with a secret salt s (32 bytes from the OS CSPRNG,
-   ``dpsense.noise.entropy.random_bytes``): unit u goes to block ``BLAKE2b_s(u) mod k`` (a keyed
-   hash), so every row of a unit lands in the same block and the block of a unit does not depend on
-   any other unit. The salt is drawn per call, never returned, stored or logged.
-2. Evaluate the user's ``statistic`` on the rows of each block. A block whose statistic raises or
-   returns something non-finite gets the public ``fallback``: the answer of a block remains a function
-   of that block's rows alone. Answers are clipped to the declared public range [L, U].
-3. Release a private median of the k clipped answers: by default the inverse-sensitivity median
-   (``dpsense.mechanisms.inverse_sensitivity``; Asi-Duchi 2020), or, with
-   ``aggregator=em_median_aggregator``, the exponential-mechanism median (``em_quantile`` with
-   q = 1/2, bounds [L, U]; Smith 2011). Both are robust aggregates, sampled
-   exactly, pure DP for one changed answer out of a public number k.
-
-**Ties among block answers.** The EM quantile scores a cell by the number of answers strictly below
-it, so when many answers coincide (answers clipped to L or U, fallbacks, a discrete statistic) it
-cannot favour the tied value: if all k answers are equal, every cell has utility -k/2 and the output
-is uniform on [L, U]. The inverse-sensitivity median gives the tied value path length 0 and returns
-it, which is why it is the default.
-
-**Guarantee.** epsilon-DP for one privacy unit under add/remove adjacency, and under replace adjacency
-in which the replaced unit keeps its identifier (its rows change). Proof: such a change alters the rows
-of exactly one block (the unit's), so exactly one of the k answers changes and k is public; both
-aggregators are epsilon-DP for one changed answer (replace adjacency of the answer vector: DR Thm 3.10
-with Delta u = 1 for the EM utility -|#below - k/2| and for the path length -len). The number of
-rows per unit needs no bound. If "replace" swaps a unit for one with a different identifier, that is a
-removal plus an addition (two blocks change): 2 epsilon by group privacy.
-
-**Why a secret salt.** DP already holds for any partition that assigns each unit by its own identifier.
-The salt keeps the partition unpredictable, so nobody can choose identifiers to crowd one block, and
-fresh per call, so two releases do not share a partition by accident.
-
-**Utility.** The release is close to the true answer when the statistic evaluated on a random 1/k of
-the units concentrates (most block answers agree). The aggregator's error is in rank units of the k
-answers, about (2/epsilon) ln(resolution / beta) (DR Thm 3.11; ``details['aggregator_details']``), so
-k should exceed a few times that: e.g. k >= 50 at epsilon = 1 with the default 2^10 cells.
-
-Examples where the global sensitivity is hard to bound and S&A applies: the largest k-means cluster
-diameter (the seed notes' example; a full version is in ``tests/unit/mechanisms/test_subsample_aggregate.py``),
-model parameters, a trimmed statistic of a heavy-tailed variable::
-
-    def largest_cluster_diameter(rows):          # any deterministic function of the block's rows
-        centres = kmeans(rows, k=3)              # e.g. Lloyd's algorithm with a deterministic start
-        return max(diameter(rows[label == j]) for j in range(3))
-
-    subsample_and_aggregate(points, unit_ids=person, statistic=largest_cluster_diameter,
-                            blocks=50, bounds=(0.0, 10.0), epsilon=1.0)
-
-**Side channels.** The statistic's running time is data-dependent and not covered by the guarantee;
-run it in constant time or on a host whose timing is not observable.
+Provides ``subsample_and_aggregate``: units are split into k public-count blocks by a secret-salted
+keyed hash, the user's ``statistic`` runs on each block (non-finite or raising blocks get the public
+``fallback``), answers are clipped to the public [L, U], and a private median of the k answers is
+released (inverse-sensitivity median by default, or ``em_median_aggregator``). Guarantee: epsilon-DP
+for one privacy unit under add/remove, and under replace that keeps the unit's identifier; one
+change alters one block answer (Nissim-Raskhodnikova-Smith, STOC 2007, section 4; Dwork-Roth
+Thm 3.10 for the aggregators). A replacement with a new identifier costs 2 epsilon. No bound on rows
+per unit is needed. Proof, ties, the salt and utility: docs/math/local-sensitivity.md §2.4; a worked
+example (largest k-means cluster diameter) is in ``tests/unit/mechanisms/test_subsample_aggregate.py``.
+The statistic's running time is data-dependent and not covered by the guarantee.
 """
 
 from __future__ import annotations
@@ -206,7 +165,7 @@ def subsample_and_aggregate(
     Guarantee: epsilon-DP for one privacy unit (all its rows) under add/remove adjacency and under
     replace adjacency that keeps the unit's identifier; one unit changes one block answer, and the
     aggregate is a private median of the k answers clipped to [L, U] (EM median, Smith 2011, by
-    default; DR Thm 3.10). See the module docstring for the proof, the 2 epsilon case and ties.
+    default; DR Thm 3.10). See docs/math/local-sensitivity.md §2.4 for the proof, the 2 epsilon case and ties.
 
     Args:
         data: the rows (first axis = rows), e.g. an (n, d) array; each block's rows are passed to ``statistic``.
