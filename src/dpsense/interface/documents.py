@@ -1,0 +1,139 @@
+"""The JSON documents both front ends send: ``dpsense ... --json`` and the HTTP API (released or public values only).
+
+One renderer, one shape (the service's published schema, ``dpsense.service._models``):
+
+* a privacy loss is ``{"kind", "epsilon", "delta"}`` or ``{"kind", "rho"}`` as exact ``"n/d"`` strings
+  (``"3/10"``; a whole number as ``"6"``) plus ``approx``, the floats for display. It is the front
+  ends' spelling only: the ledger stores and hashes its own (``dpsense.ledger._amounts.loss_to_json``).
+* a release holds the noisy table (``columns`` and ``rows``, a row a list; the SQL's own column names
+  for a SQL release), the explain report, whether it was a stored answer and what it charged. It never
+  carries who asked first: a stored answer to another analyst's identical query is returned without
+  that analyst's name.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpsense.core.numbers import ratio_text
+from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dpsense.ledger import BudgetStatus, StoredRelease
+    from dpsense.release import Release, SqlRelease
+
+
+def exact_text(value: Fraction) -> str:
+    """An exact number as ``"n/d"`` (``core.numbers.ratio_text``), a whole number as ``"n"``."""
+    return str(value.numerator) if value.denominator == 1 else ratio_text(value)
+
+
+def loss_document(loss: PrivacyLoss | None) -> dict[str, Any] | None:
+    """An exact privacy loss: ``"n/d"`` strings (exact) and floats (for display)."""
+    if loss is None:
+        return None
+    if isinstance(loss, PureDP):
+        return {"kind": "pure", "epsilon": exact_text(loss.epsilon), "delta": "0", "approx": [float(loss.epsilon), 0.0]}
+    if isinstance(loss, ApproxDP):
+        approx = [float(loss.epsilon), float(loss.delta)]
+        return {
+            "kind": "approx",
+            "epsilon": exact_text(loss.epsilon),
+            "delta": exact_text(loss.delta),
+            "approx": approx,
+        }
+    if isinstance(loss, ZCDP):
+        return {"kind": "zcdp", "rho": exact_text(loss.rho), "approx": [float(loss.rho)]}
+    return {"kind": type(loss).__name__, "approx": []}
+
+
+def budget_document(status: BudgetStatus) -> dict[str, Any]:
+    """Cap, spend and remainder of one budget scope."""
+    return {
+        "dataset": status.dataset,
+        "scope": str(status.scope),
+        "mode": status.mode,
+        "cap": loss_document(status.cap),
+        "spent": loss_document(status.spent),
+        "remaining": loss_document(status.remaining),
+    }
+
+
+def release_document(result: Release | SqlRelease) -> dict[str, Any]:
+    """What an analyst gets back for a release (fresh or stored)."""
+    record = result.record
+    columns, rows = table_rows(result.table)
+    return {
+        "release_id": record.release_id,
+        "dataset": record.dataset,
+        "snapshot": record.parameters.get("snapshot"),
+        "cached": result.cached,
+        "charged": loss_document(result.charged),
+        "mechanism": record.mechanism,
+        "columns": columns,
+        "rows": rows,
+        "explain": result.explain(),
+    }
+
+
+def stored_document(record: StoredRelease, *, with_analyst: bool) -> dict[str, Any]:
+    """A stored release in a listing: its values as stored, the query and the explain report."""
+    params = record.parameters
+    value = record.value if isinstance(record.value, dict) else {}
+    doc: dict[str, Any] = {
+        "release_id": record.release_id,
+        "dataset": record.dataset,
+        "snapshot": params.get("snapshot"),
+        "mechanism": record.mechanism,
+        "columns": list(value.get("columns", [])),
+        "rows": [[cell(v) for v in row] for row in value.get("rows", [])],
+        "query": params.get("query"),
+        "explain": str(params.get("explain", "")),
+    }
+    if with_analyst:
+        doc["analyst"] = params.get("analyst")
+    return doc
+
+
+def dataset_document(name: str, snapshot: str, profile: dict[str, Any]) -> dict[str, Any]:
+    """The public schema of a dataset: declared kinds, bounds and keys, unit, adjacency, policy.
+
+    The server-side source path is left out (analysts never name or see data locations).
+    """
+    return {
+        "name": name,
+        "snapshot": snapshot,
+        "privacy_unit": profile.get("unit"),
+        "adjacency": profile.get("adjacency"),
+        "columns": profile.get("columns", {}),
+        "max_rows_per_unit": profile.get("max_rows_per_unit"),
+        "max_groups_per_unit": profile.get("max_groups_per_unit", {}),
+        "budget": profile.get("budget"),
+        "policy": profile.get("policy"),
+    }
+
+
+def table_rows(frame: pd.DataFrame) -> tuple[list[str], list[list[Any]]]:
+    """Column names and JSON-able rows (NaN and infinities as null)."""
+    columns = [str(c) for c in frame.columns]
+    rows = [[cell(v) for v in row] for row in frame.itertuples(index=False, name=None)]
+    return columns, rows
+
+
+def cell(value: Any) -> Any:
+    """One JSON-able value: numpy scalars as Python's, non-finite floats as null, fractions as floats."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Fraction):
+        return float(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
