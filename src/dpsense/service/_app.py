@@ -19,6 +19,14 @@ from pydantic import BaseModel, ValidationError
 
 from dpsense._version import __version__
 from dpsense.core.errors import UsageError
+from dpsense.interface.documents import (
+    budget_document,
+    dataset_document,
+    loss_document,
+    release_document,
+    stored_document,
+)
+from dpsense.interface.spec import Name
 from dpsense.ledger import Scope
 from dpsense.release import Dataset, Session
 from dpsense.service import _errors
@@ -37,8 +45,7 @@ from dpsense.service._models import (
     StoredReleaseOut,
     WhoAmIOut,
 )
-from dpsense.service._render import budget_doc, dataset_doc, loss_doc, release_doc, stored_doc
-from dpsense.service._spec import Name, ReleaseBody, SqlBody
+from dpsense.service._spec import ReleaseBody, SqlBody
 from dpsense.service._steward import STEWARD_BODIES, dashboard
 from dpsense.service._steward import router as steward_router
 from dpsense.service._workers import ServiceConfig, Worker, Workers
@@ -89,7 +96,7 @@ async def list_datasets(caller: CallerDep) -> dict[str, Any]:
         out = []
         for name in worker.ledger.dataset_names():
             stored = worker.ledger.profile(name)
-            out.append(dataset_doc(name, stored.snapshot, stored.profile))
+            out.append(dataset_document(name, stored.snapshot, stored.profile))
         return {"datasets": out}
 
     return await caller.run_worker(work)
@@ -101,7 +108,7 @@ async def get_dataset(dataset: Name, caller: CallerDep) -> dict[str, Any]:
 
     def work(worker: Worker) -> dict[str, Any]:
         stored = worker.ledger.profile(dataset)
-        return dataset_doc(dataset, stored.snapshot, stored.profile)
+        return dataset_document(dataset, stored.snapshot, stored.profile)
 
     return await caller.run_worker(work)
 
@@ -167,12 +174,12 @@ def yaml_body(raw: bytes) -> ReleaseBody:
     try:
         return ReleaseBody.model_validate(data)
     except ValidationError as exc:
-        document = validation_document(exc.errors(include_url=False))
+        document = validation_document(exc.errors(include_url=False), default_fix="see the release spec format")
         raise ApiError(
             422,
             "invalid_body",
             document["error"]["message"],
-            fix="see the release spec format",
+            fix=document["error"]["fix"],
             fields={"problems": document["error"]["problems"]},
         ) from None
 
@@ -183,7 +190,7 @@ async def release_sql(body: SqlBody, caller: CallerDep, key: IdempotencyKey) -> 
 
     def work(session: Session) -> dict[str, Any]:
         result = session.sql(body.sql, epsilon=body.epsilon, delta=body.delta, request_id=key, family=body.family)
-        return release_doc(result) | {"budget": budgets(session, result.record.dataset)}
+        return release_document(result) | {"budget": budgets(session, result.record.dataset)}
 
     return await caller.run(work)
 
@@ -195,7 +202,7 @@ async def list_releases(caller: CallerDep, dataset: Name | None = None) -> dict[
     def work(session: Session) -> dict[str, Any]:
         names = [dataset] if dataset is not None else session.datasets()
         steward = session.role == "steward"
-        found = [stored_doc(r, with_analyst=steward) for name in names for r in session.history(name)]
+        found = [stored_document(r, with_analyst=steward) for name in names for r in session.history(name)]
         return {"releases": found}
 
     return await caller.run(work)
@@ -210,7 +217,7 @@ async def get_release(release_id: int, caller: CallerDep) -> dict[str, Any]:
         for name in session.datasets():
             for record in session.history(name):
                 if record.release_id == release_id:
-                    return stored_doc(record, with_analyst=steward)
+                    return stored_document(record, with_analyst=steward)
         raise ApiError(404, "not_found", "no release of yours has that id")
 
     return await caller.run(work)
@@ -224,7 +231,7 @@ async def _release(body: ReleaseBody, caller: Caller, key: str) -> dict[str, Any
         result = session.release(
             query, epsilon=body.epsilon, delta=body.delta, public_n=body.public_n, request_id=key, family=body.family
         )
-        return release_doc(result) | {"budget": budgets(session, result.record.dataset)}
+        return release_document(result) | {"budget": budgets(session, result.record.dataset)}
 
     return await caller.run(work)
 
@@ -240,9 +247,9 @@ def attach(session: Session, dataset: str, snapshot: str | None) -> Dataset:
 
 def budgets(session: Session, dataset: str) -> dict[str, Any]:
     """The total budget and the caller's analyst sub-budget (None when there is none)."""
-    total = budget_doc(session.budget(dataset))
+    total = budget_document(session.budget(dataset))
     try:
-        own = budget_doc(session.budget(dataset, Scope.analyst(session.analyst)))
+        own = budget_document(session.budget(dataset, Scope.analyst(session.analyst)))
     except UsageError:
         own = None
     return {"total": total, "analyst": own}
@@ -252,7 +259,7 @@ def preview_doc(session: Session, dataset: str, requested: Any, explain: str) ->
     """The preview response."""
     return {
         "dataset": dataset,
-        "would_charge": loss_doc(requested),
+        "would_charge": loss_document(requested),
         "explain": explain,
         "budget": budgets(session, dataset),
     }

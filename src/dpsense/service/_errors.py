@@ -229,21 +229,40 @@ def install(app: FastAPI) -> None:
         return ErrorResponse(error_document("internal", "internal error: this is a bug in dpsense"), status_code=500)
 
 
-def validation_document(errors: Any) -> dict[str, Any]:
-    """A 422 body from pydantic errors: where and what, without echoing the input back."""
+#: The fix of a 422 whose first problem names none.
+SCHEMA_FIX = "see the request schema in /openapi.json"
+
+
+def validation_document(errors: Any, *, default_fix: str = SCHEMA_FIX) -> dict[str, Any]:
+    """A 422 body from pydantic errors: where and what, without echoing the input back.
+
+    The fix is the first problem's own (``ctx["fix"]``: the shared release spec names the field, the
+    closest valid name or what to add), else ``default_fix``.
+    """
+    errors = list(errors)
     problems = [
         {
-            "loc": [str(p)[:64] for p in e.get("loc", ())][:40],
+            "loc": [str(p)[:64] for p in _where(e)][:40],
             "msg": _cut(str(e.get("msg", ""))),
             "type": str(e.get("type", "")),
         }
-        for e in list(errors)[:MAX_PROBLEMS]
+        for e in errors[:MAX_PROBLEMS]
     ]
+    ctx = errors[0].get("ctx") if errors else None
+    fix = ctx.get("fix") if isinstance(ctx, dict) else None
     first = problems[0] if problems else {"loc": [], "msg": "invalid body"}
     where = ".".join(p for p in first["loc"] if p != "body") or "body"
     return error_document(
         "invalid_body",
         f"{where}: {first['msg']}",
-        fix="see the request schema in /openapi.json",
+        fix=_cut(fix) if isinstance(fix, str) and fix else default_fix,
         problems=problems,
     )
+
+
+def _where(error: Any) -> list[Any]:
+    """An error's location, ending with the field it names (``ctx["field"]``: unknown, unused or needed)."""
+    loc = list(error.get("loc", ()))
+    ctx = error.get("ctx")
+    field = ctx.get("field") if isinstance(ctx, dict) else None
+    return [*loc, field] if isinstance(field, str) and loc[-1:] != [field] else loc

@@ -6,8 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StrictFloat, StrictInt
 
+from dpsense.interface.spec import Name, Number, Scalar, bounded
 from dpsense.ledger import MAX_TOKEN_TTL_S
-from dpsense.service._spec import Body, Name, Number, Scalar, _bounded
+from dpsense.service._spec import Body
 
 # -- responses ------------------------------------------------------------------------------------
 
@@ -213,7 +214,7 @@ def _lifetime(value: float) -> float:
 
 
 #: A token lifetime as written: an integer or decimal number of seconds within the size rule and ``_lifetime``.
-Lifetime = Annotated[StrictInt | StrictFloat, AfterValidator(_bounded), AfterValidator(_lifetime)]
+Lifetime = Annotated[StrictInt | StrictFloat, AfterValidator(bounded), AfterValidator(_lifetime)]
 
 
 class TokenIn(Body):

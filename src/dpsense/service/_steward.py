@@ -25,6 +25,8 @@ from pydantic import BaseModel
 
 from dpsense.core.errors import UsageError
 from dpsense.engine import DuckDBEngine
+from dpsense.interface.documents import dataset_document
+from dpsense.interface.spec import Name
 from dpsense.ledger import Anchor, Scope, checkpoint_document
 from dpsense.release import Budget, PrivacyPolicy, Session
 from dpsense.service._dashboard import SECURITY_HEADERS, SIGN_IN_STYLE, render_dashboard
@@ -41,8 +43,6 @@ from dpsense.service._models import (
     TokenIn,
     TokenOut,
 )
-from dpsense.service._render import dataset_doc
-from dpsense.service._spec import Name
 from dpsense.service._workers import Worker, service_session
 
 COOKIE = "dpsense_token"
@@ -95,7 +95,10 @@ async def register(body: RegisterIn, caller: StewardDep) -> dict[str, Any]:
                     snapshot=body.snapshot,
                 )
                 stored = worker.ledger.profile(dataset.name, dataset.snapshot)
-                return {"dataset": dataset_doc(dataset.name, stored.snapshot, stored.profile), "linked": dataset.linked}
+                return {
+                    "dataset": dataset_document(dataset.name, stored.snapshot, stored.profile),
+                    "linked": dataset.linked,
+                }
         finally:
             engine.close()
             connection.close()
