@@ -31,6 +31,7 @@ from dpsense.cli._options import KINDS, POLICIES, number_option, parse_bounds, p
 from dpsense.cli._progress import progress_bar
 from dpsense.cli._spec import load_policy, load_release_spec
 from dpsense.core.errors import DPSenseError, UsageError
+from dpsense.interface.documents import budget_document, release_document
 from dpsense.ledger import Anchor, Ledger, checkpoint_document, read_checkpoint
 from dpsense.release import Budget, Session
 
@@ -322,7 +323,7 @@ def release(
                 )
             status = session.budget(result.record.dataset)
         if shape == "json":
-            io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))
+            io.document(out.dumps(release_document(result) | {"budget": budget_document(status)}))
         elif shape == "csv":
             io.document(out.release_csv(result))
         else:
@@ -370,7 +371,7 @@ def sql_release(
                 )
             status = session.budget(result.record.dataset)
         if shape == "json":
-            io.document(out.dumps(out.release_document(result) | {"budget": out.budget_document(status)}))
+            io.document(out.dumps(release_document(result) | {"budget": budget_document(status)}))
         elif shape == "csv":
             io.document(out.release_csv(result))
         else:
@@ -422,7 +423,7 @@ def budget(
         with _session(ledger, analyst, steward) as session:
             status = session.budget(dataset)
         if shape == "json":
-            io.document(out.dumps(out.budget_document(status)))
+            io.document(out.dumps(budget_document(status)))
         elif shape == "csv":
             io.document(out.budget_csv(status))
         else:
@@ -442,9 +443,10 @@ def history(
     with _command() as io:
         shape = _format(as_json, as_csv)
         with _session(ledger, analyst, steward) as session:
-            rows = out.history_rows(session.history(dataset), session.ledger.charges(dataset))
+            releases, charges = session.history(dataset), session.ledger.charges(dataset)
+        rows = out.history_rows(releases, charges)
         if shape == "json":
-            io.document(out.dumps({"dataset": dataset, "releases": rows}))
+            io.document(out.dumps(out.history_document(dataset, releases, charges)))
         elif shape == "csv":
             io.document(out.history_csv(rows))
         else:

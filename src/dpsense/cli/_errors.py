@@ -11,8 +11,6 @@ Exit codes:
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from dpsense.core.errors import BudgetExhausted, ChargedFailure, DPSenseError, LedgerUnreadable, UsageError
@@ -25,16 +23,6 @@ EXIT_REFUSED = 2
 EXIT_BUDGET = 3
 EXIT_CHARGED = 4
 EXIT_UNREADABLE = 5
-
-
-def closest(value: str, choices: Iterable[str]) -> str:
-    """``"did you mean 'x'?"`` for the closest choice (difflib), else the list of choices."""
-    options = sorted(choices)
-    match = difflib.get_close_matches(value, options, n=1, cutoff=0.6)
-    listed = ", ".join(options)
-    if match:
-        return f"did you mean {match[0]!r}? (valid: {listed})"
-    return f"use one of: {listed}"
 
 
 class SpecError(UsageError):

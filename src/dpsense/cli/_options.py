@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dpsense.cli._errors import SpecError, closest
+from dpsense.cli._errors import SpecError
+from dpsense.interface.spec import closest
 from dpsense.query._values import NUMBER_RULE, number_problem
 
 KINDS = ("numeric", "integer", "categorical", "point", "edge")

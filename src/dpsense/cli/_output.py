@@ -1,9 +1,10 @@
 """Rendering for the CLI: exact numbers as decimals, JSON and CSV documents, rich tables.
 
-Machine-readable output (``--json`` / ``--csv``) is exactly one document on stdout; everything meant
-for a person (tables, progress, errors) is rendered here with rich. Budgets are exact fractions; they
-print as exact decimals when the decimal expansion ends (it does for every ε and δ written in
-decimal), else to 12 significant digits followed by an ellipsis.
+Machine-readable output (``--json`` / ``--csv``) is exactly one document on stdout; JSON documents are
+the service's (``dpsense.interface.documents``: a privacy loss as exact ``"n/d"`` strings with float
+approximations), CSV and everything meant for a person (tables, progress, errors) are rendered here.
+There budgets, exact fractions, print as exact decimals when the decimal expansion ends (it does for
+every ε and δ written in decimal), else to 12 significant digits followed by an ellipsis.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpsense.interface.documents import loss_document, stored_document, table_rows
 
 if TYPE_CHECKING:
     from dpsense.ledger import AuditReport, BudgetStatus, ChargeRecord, StoredRelease
@@ -63,11 +65,6 @@ def loss_text(loss: PrivacyLoss) -> str:
     return ", ".join(f"{names[k]}={decimal_text(v)}" for k, v in loss_parts(loss).items())
 
 
-def loss_json(loss: PrivacyLoss) -> dict[str, str]:
-    """A privacy loss for JSON: each parameter as an exact decimal string."""
-    return {k: decimal_text(v) for k, v in loss_parts(loss).items()}
-
-
 def dumps(document: object) -> str:
     """One JSON document (UTF-8 text, stable key order, no NaN: missing values are null)."""
     return json.dumps(_finite(document), ensure_ascii=False, sort_keys=True, indent=2)
@@ -98,35 +95,7 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def release_rows(release: Release | SqlRelease) -> tuple[list[str], list[list[Any]]]:
     """The release's public table as (columns, rows): noisy values and the public error bounds."""
-    frame = release.table
-    columns = [str(c) for c in frame.columns]
-    rows = [[_plain(v) for v in row] for row in frame.itertuples(index=False, name=None)]
-    return columns, rows
-
-
-def _plain(value: object) -> object:
-    if hasattr(value, "item"):  # numpy scalars
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def release_document(release: Release | SqlRelease) -> dict[str, Any]:
-    """The release as one JSON document: the table as records, cost, cache status and notes."""
-    record = release.record
-    columns, rows = release_rows(release)
-    return {
-        "release_id": record.release_id,
-        "dataset": record.dataset,
-        "snapshot": record.parameters.get("snapshot"),
-        "cached": release.cached,
-        "charged": None if release.charged is None else loss_json(release.charged),
-        "mechanism": record.mechanism,
-        "columns": columns,
-        "rows": [dict(zip(columns, row, strict=True)) for row in rows],
-        "notes": record.value.get("notes", {}),
-    }
+    return table_rows(release.table)
 
 
 def release_csv(release: Release | SqlRelease) -> str:
@@ -174,25 +143,12 @@ def budget_line(release: Release | SqlRelease, status: BudgetStatus) -> str:
 # -- budgets and history -------------------------------------------------------------------------
 
 
-def budget_document(status: BudgetStatus) -> dict[str, Any]:
-    """A budget status as JSON: cap, spent and remaining as exact decimal strings."""
-    return {
-        "dataset": status.dataset,
-        "scope": str(status.scope),
-        "mode": status.mode,
-        "cap": loss_json(status.cap),
-        "spent": loss_json(status.spent),
-        "remaining": loss_json(status.remaining),
-    }
-
-
 def budget_csv(status: BudgetStatus) -> str:
-    """A budget status as a one-row CSV."""
-    doc = budget_document(status)
-    parts = ("cap", "spent", "remaining")
-    header = ["dataset", "scope", "mode"] + [f"{p}_{k}" for p in parts for k in doc["cap"]]
-    row = [doc["dataset"], doc["scope"], doc["mode"]] + [doc[p][k] for p in parts for k in doc["cap"]]
-    return csv_text(header, [row])
+    """A budget status as a one-row CSV (exact decimals)."""
+    parts = {name: loss_parts(getattr(status, name)) for name in ("cap", "spent", "remaining")}
+    header = ["dataset", "scope", "mode"] + [f"{p}_{k}" for p in parts for k in parts["cap"]]
+    cells = [decimal_text(parts[p][k]) for p in parts for k in parts["cap"]]
+    return csv_text(header, [[status.dataset, str(status.scope), status.mode, *cells]])
 
 
 def budget_table(status: BudgetStatus) -> Table:
@@ -211,10 +167,10 @@ HISTORY_COLUMNS = ("release_id", "charge_id", "analyst", "snapshot", "mechanism"
 
 def history_rows(releases: Sequence[StoredRelease], charges: Sequence[ChargeRecord]) -> list[dict[str, Any]]:
     """One record per stored release: who, which snapshot, which mechanisms, which outputs, what it cost."""
-    cost = {c.charge_id: loss_json(c.loss) for c in charges}
+    cost = {c.charge_id: loss_parts(c.loss) for c in charges}
     rows = []
     for release in releases:
-        loss = cost.get(release.charge_id, {})
+        loss = {k: decimal_text(v) for k, v in cost.get(release.charge_id, {}).items()}
         rows.append(
             {
                 "release_id": release.release_id,
@@ -228,6 +184,19 @@ def history_rows(releases: Sequence[StoredRelease], charges: Sequence[ChargeReco
             }
         )
     return rows
+
+
+def history_document(
+    dataset: str, releases: Sequence[StoredRelease], charges: Sequence[ChargeRecord]
+) -> dict[str, Any]:
+    """The history as JSON: each stored release as the service lists it, with its charge."""
+    cost = {c.charge_id: c.loss for c in charges}
+    listed = [
+        stored_document(r, with_analyst=True)
+        | {"charge_id": r.charge_id, "charged": loss_document(cost.get(r.charge_id))}
+        for r in releases
+    ]
+    return {"dataset": dataset, "releases": listed}
 
 
 def history_csv(rows: Sequence[dict[str, Any]]) -> str:

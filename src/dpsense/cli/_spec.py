@@ -27,117 +27,39 @@ Aggregate kinds and their fields: ``count`` (max_rows_per_unit, mechanism), ``co
 mechanism), ``quantile`` (+ q), ``trimmed_mean`` (+ trim_fraction), ``histogram`` (column, keys,
 max_rows_per_unit, mechanism), ``min_distance`` (columns, bounds, max_rows_per_unit, mechanism),
 ``triangle_count`` (columns, max_rows_per_unit, mechanism). A field a kind does not use is refused,
-never ignored. Everything is judged here before the ledger is opened; what needs the dataset's schema
-(unknown columns) and the privacy rules (ε > 0, δ in [0, 1), the per-release cap) is judged by the
-Session before it charges.
+never ignored. The model and its rules are the service's too (``dpsense.interface.spec``, the shared
+release spec); this one adds ``source``, ``request_id``, ``engine`` and ``spark_*``. Everything is
+judged here before the ledger is opened; what needs the dataset's schema (unknown columns) and the
+privacy rules (ε > 0, δ in [0, 1), the per-release cap) is judged by the Session before it charges.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import StrictInt, ValidationInfo, field_validator, model_validator
+from pydantic import StrictInt, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from dpsense.cli._engine import ENGINES, MASTER_FORMS, EngineName, EngineSettings, valid_master
-from dpsense.cli._errors import SpecError
-from dpsense.cli._yaml import Number, Scalar, StrictModel, load, unknown_choice
-from dpsense.core.errors import UsageError
-from dpsense.query import (
-    Aggregate,
-    AggregateKind,
-    Query,
-)
-from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields, build_query
+from dpsense.cli._yaml import load
+from dpsense.interface import spec
+from dpsense.interface.spec import Number, StrictModel, Text, unknown_choice
+from dpsense.query import Query
 from dpsense.release import PrivacyPolicy
 
 RELEASE_HELP = "see the spec format in `dpsense release --help`"
 POLICY_HELP = "see the policy format in `dpsense dataset add --help`"
-_FIELDS = AGGREGATE_FIELDS
 
 
-class AggregateSpec(StrictModel):
-    """One named statistic of a release spec."""
+class ReleaseSpec(spec.ReleaseSpec):
+    """A release spec as YAML (see the module docstring): the shared spec plus a local file's fields."""
 
-    kind: AggregateKind
-    column: str | None = None
-    columns: list[str] | None = None
-    q: Number | None = None
-    trim_fraction: Number | None = None
-    bounds: tuple[Number, Number] | None = None
-    max_rows_per_unit: StrictInt | None = None
-    mechanism: str | None = None
-    keys: list[Scalar] | None = None
-    proposed_bound: Number | None = None
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _kind(cls, value: Any) -> Any:
-        names = [k.value for k in AggregateKind]
-        if not isinstance(value, str) or value not in names:
-            raise unknown_choice("aggregate kind", value, names)
-        return value
-
-    @model_validator(mode="after")
-    def _fields_fit_the_kind(self) -> AggregateSpec:
-        allowed, required = _FIELDS[self.kind]
-        kind = self.kind.value
-        given = {name for name in type(self).model_fields if getattr(self, name) is not None}
-        for name in sorted(given - allowed):
-            fix = f"remove {name}: ({kind} takes {', '.join(sorted(allowed))})"
-            raise PydanticCustomError(
-                "field_not_used",
-                "{kind} does not use '{field}'",
-                {"kind": kind, "field": name, "fix": fix, "input": getattr(self, name)},
-            )
-        for name in sorted(required - given):
-            raise PydanticCustomError(
-                "field_needed",
-                "{kind} needs '{field}'",
-                {"kind": kind, "field": name, "fix": f"add {name}: to this aggregate", "input": sorted(given)},
-            )
-        return self
-
-    def aggregate(self) -> Aggregate:
-        """The query-layer aggregate (its constructor checks values such as bounds and q)."""
-        return aggregate_from_fields(self.kind, {name: getattr(self, name) for name in type(self).model_fields})
-
-
-class FilterSpec(StrictModel):
-    """Keep rows where ``column op value`` holds (``op``: ==, !=, <, <=, >, >=, in)."""
-
-    column: str
-    op: str
-    value: Scalar | list[Scalar]
-
-
-class GroupBySpec(StrictModel):
-    """Group by one column; ``keys`` default to the keys declared at registration."""
-
-    column: str
-    keys: list[Scalar] | None = None
-
-
-class ReleaseSpec(StrictModel):
-    """A release request as YAML (see the module docstring)."""
-
-    dataset: str
-    snapshot: str | None = None
-    source: str | None = None
-    epsilon: Number
-    delta: Number = 0
-    request_id: str | None = None
-    public_n: StrictInt | None = None
-    filters: tuple[FilterSpec, ...] = ()
-    group_by: GroupBySpec | None = None
-    max_groups_per_unit: StrictInt | None = None
-    aggregates: dict[str, AggregateSpec]
+    source: Text | None = None
+    request_id: Text | None = None
     engine: EngineName | None = None
-    spark_master: str | None = None
+    spark_master: Text | None = None
     spark_collect_limit: StrictInt | None = None
 
     @field_validator("engine", mode="before")
@@ -173,14 +95,6 @@ class ReleaseSpec(StrictModel):
         """The engine settings this spec states (``None`` where it states none)."""
         return EngineSettings(self.engine, self.spark_master, self.spark_collect_limit)
 
-    def query(self) -> Query:
-        """The query this spec asks for; a value the query layer refuses names its field."""
-        if not self.aggregates:
-            raise SpecError(
-                "release spec aggregates", "a release needs one aggregate or more", {}, "add n: {kind: count}"
-            )
-        return build_query(self, _field)
-
     def source_path(self, spec_file: Path) -> Path | None:
         """The data source, resolved against the spec file's folder."""
         if self.source is None:
@@ -189,20 +103,10 @@ class ReleaseSpec(StrictModel):
         return path if path.is_absolute() else spec_file.parent / path
 
 
-@contextmanager
-def _field(field: str) -> Iterator[None]:
-    try:
-        yield
-    except SpecError:
-        raise
-    except UsageError as exc:
-        raise SpecError(f"release spec {field}", exc.rule, exc.value, exc.fix) from None
-
-
 def load_release_spec(path: Path) -> tuple[ReleaseSpec, Query]:
     """Read and check a release spec; returns it with its query (nothing is opened or charged)."""
-    spec = load(path, ReleaseSpec, what="release spec", help_hint=RELEASE_HELP)
-    return spec, spec.query()
+    release = load(path, ReleaseSpec, what="release spec", help_hint=RELEASE_HELP)
+    return release, release.query()
 
 
 class PolicySpec(StrictModel):

@@ -1,7 +1,8 @@
 """Reading a YAML file into a pydantic model, with errors that name the field and suggest the fix.
 
-Every model here forbids unknown fields. An unknown field or choice is reported with the closest
-valid name (``difflib``), so ``epsilonn:`` says "did you mean 'epsilon'?" and nothing is guessed.
+The models read here are built on ``dpsense.interface.spec.StrictModel``: an unknown field or choice
+is reported with the closest valid name (``difflib``), so ``epsilonn:`` says "did you mean 'epsilon'?"
+and nothing is guessed; each pydantic error's ``ctx`` carries the fix this module prints.
 
 Files are read under limits (``read_yaml``): at most ``MAX_YAML_BYTES``, ``MAX_DEPTH`` levels of
 nesting and ``MAX_VALUES`` values, no anchors or aliases, and numbers within the size rule of
@@ -15,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ValidationError
 
-from dpsense.cli._errors import SpecError, closest
+from dpsense.cli._errors import SpecError
 from dpsense.query._limits import YamlLimitError, YamlViolation, read_limited_yaml
-from dpsense.query._values import NUMBER_RULE, number_problem
+from dpsense.query._values import NUMBER_RULE
 
 #: The largest YAML file read (a release spec or policy is a few hundred bytes).
 MAX_YAML_BYTES = 1 << 20
@@ -32,71 +32,6 @@ MAX_DEPTH = 32
 MAX_VALUES = 100_000
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-class StrictModel(BaseModel):
-    """A frozen model that refuses unknown fields, naming the closest valid one."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _known_fields(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            known = set(cls.model_fields)
-            for key in data:
-                if key not in known:
-                    raise PydanticCustomError(
-                        "unknown_field",
-                        "unknown field",
-                        {"field": str(key), "fix": closest(str(key), known), "input": key},
-                    )
-        return data
-
-
-def unknown_choice(what: str, value: object, choices: Sequence[str]) -> PydanticCustomError:
-    """The error for a value outside ``choices`` (an aggregate kind, a policy)."""
-    return PydanticCustomError(
-        "unknown_choice",
-        "unknown {what}",
-        {"what": what, "value": str(value), "fix": closest(str(value), choices), "input": value},
-    )
-
-
-def _number(value: object) -> int | float | str:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise PydanticCustomError(
-            "not_a_number", "must be a number", {"fix": "write a number such as 0.5, 30 or '1e-8'", "input": value}
-        )
-    _bounded(value)
-    return value
-
-
-def _bounded(value: object) -> None:
-    problem = number_problem(value)
-    if problem is not None:
-        raise PydanticCustomError(
-            "number_too_large",
-            "{rule}",
-            {"rule": NUMBER_RULE, "fix": "write a number such as 0.5, 30 or '1e-8'", "input": problem},
-        )
-
-
-def _scalar(value: object) -> bool | int | float | str:
-    if not isinstance(value, bool | int | float | str):
-        raise PydanticCustomError(
-            "not_a_literal", "must be a plain value", {"fix": "write a string, number or true/false", "input": value}
-        )
-    if isinstance(value, int | float):
-        _bounded(value)
-    return value
-
-
-#: A number as written: int, float or a decimal string (YAML reads ``1e-8`` as a string); dpsense
-#: turns it into an exact fraction through its decimal spelling.
-Number = Annotated[int | float | str, PlainValidator(_number)]
-#: A public literal (a filter value, a key).
-Scalar = Annotated[bool | int | float | str, PlainValidator(_scalar)]
 
 
 def load(path: Path, model: type[ModelT], *, what: str, help_hint: str) -> ModelT:

@@ -100,3 +100,13 @@ def register_events(cli: Cli, *extra: str) -> None:
     assert result.exit_code == 0, result.stderr
     added = cli.steward("analyst", "add", "alice")
     assert added.exit_code == 0, added.stderr
+
+
+def exact(loss: dict[str, Any]) -> dict[str, str]:
+    """A JSON privacy loss's exact parameters (its ``"n/d"`` strings), without its kind and approximations."""
+    return {k: v for k, v in loss.items() if k not in ("kind", "approx")}
+
+
+def records(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A JSON release's rows as records (column name -> value)."""
+    return [dict(zip(doc["columns"], row, strict=True)) for row in doc["rows"]]

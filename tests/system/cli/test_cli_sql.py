@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.system.cli.support import REGIONS, Cli, register_events
+from tests.system.cli.support import REGIONS, Cli, exact, records, register_events
 
 
 def test_sql_releases_once_and_a_rewrite_is_cached(cli: Cli) -> None:
@@ -26,9 +26,9 @@ def test_sql_releases_once_and_a_rewrite_is_cached(cli: Cli) -> None:
     doc = json.loads(rewrite.stdout)
     assert doc["cached"] is True and doc["charged"] is None
     assert doc["columns"] == ["persons", "persons_error95", "region"]
-    assert sorted(row["region"] for row in doc["rows"]) == sorted(REGIONS)
+    assert sorted(row["region"] for row in records(doc)) == sorted(REGIONS)
     assert registered.charges() == 1
-    assert registered.budget()["spent"] == {"epsilon": "0.5", "delta": "0"}
+    assert exact(registered.budget()["spent"]) == {"epsilon": "1/2", "delta": "0"}
 
 
 def test_refused_sql_exits_2_names_the_construct_and_charges_nothing(registered: Cli) -> None:
