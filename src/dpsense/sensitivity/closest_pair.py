@@ -1,37 +1,15 @@
 """Closest-pair distance: global, local and smooth sensitivity, and PTR distance to instability.
 
-f(x) = min_{i<j} d(x_i, x_j) (0 when two points coincide) for points in a public box [low, high]^p
-with the Euclidean distance. Source: docs/math/closest-pair.md. No published smooth-sensitivity bound
-for this query is known to us; the bounds are *derived* in docs/math/closest-pair.md (proofs there, checked by
-exhaustive search on small grids) and re-checked by brute force in
-``tests/unit/sensitivity/test_closest_pair.py``.
-
-The smooth bound is S(x) = max_k e^{-k beta} min(G, V_{k+1}(x)) with a tail term (docs/math/index.md sections 3.2,
-6.4), where V is a *monotone family*: V_m(x) >= the best min-distance after deleting any m points,
-and V_m(x) <= V_{m+1}(x') for every neighbour x'. Two exactly computed choices:
-
-* ``DeletionValueFamily1D`` (1-D, tightest): V = M_m, the exact deletion value.
-* ``NeighbourRankFamily`` (any dimension): V = W_m, the (m+1)-th smallest over points of the
-  distance to the (m+1)-th nearest other point.
-
-Adjacency: both families are monotone under replace (n public) and under add/remove; only the cap
-G >= GS differs (``closest_pair_global_sensitivity``). Person level: a unit owning up to C points
-uses U'_k = U_{C(k+1)-1} without the generic factor C (``PersonLevel(..., direct=True)``). Proof of
-U'_0 >= LS_unit: if y replaces, adds or removes up to C points of x, then f(x) <= M_C(x) and f(y) <=
-f(the >= n - C points of x that y keeps) <= M_C(x) (f := G below two points, M_C = inf there), and
-f >= 0, so |f(x) - f(y)| <= min(G, M_C(x)) <= U_{C-1}(x); condition (ii) follows by chaining C
-record steps. Checked by brute force for C = 2 in the tests.
-
-The seed notes' "max_k e^{-beta k} (distance to the (k+1)-th nearest neighbour)" is wrong under
-every reading (docs/math/closest-pair.md §6.7): for one point or the min over points it is not an upper bound
-on LS, for the max over points it is not smooth.
-
-Floating point: every distance comes from one deterministic per-pair routine (never the BLAS
-expansion), M and W are exact functions of its outputs, and G is rounded up, so the proofs apply
-to the computed quantities themselves. Points must already lie in the public domain used for G
-(clip first); they are refused if not finite or beyond 2^480 in magnitude. Running time depends on
-the data; ``constant_work`` fixes the number of terms, not the time per term. Nothing computed here
-may be released: local sensitivity is for analysis only, smooth bounds only calibrate noise.
+Provides, for f(x) = min_{i<j} d(x_i, x_j) on points in a public box [low, high]^p (Euclidean, 0 when
+two points coincide), the global sensitivity cap G, the exact local sensitivity (analysis only), two
+exactly computed monotone families (``DeletionValueFamily1D``, the deletion value M_m in 1-D;
+``NeighbourRankFamily``, the rank bound W_m in any dimension), the beta-smooth bound
+S(x) = max_k e^{-k beta} min(G, V_{k+1}(x)) with its tail term, and the PTR distance. Adjacency:
+replace with n public, or add/remove; only G differs. A unit owning up to C points uses
+``PersonLevel(..., direct=True)`` (no factor C). No published smooth bound for this query is known
+to us: the bounds are the project's own, proved in docs/math/closest-pair.md (§6.3-§6.6; the misquoted
+formula, §6.7) and checked by brute force in ``tests/unit/sensitivity/test_closest_pair.py``. Points
+must lie in the public box and be finite and below 2^480; nothing computed here may be released.
 """
 
 from __future__ import annotations
@@ -349,7 +327,7 @@ def closest_pair_family(
         G: public cap >= GS.
         variant: ``"exact_1d"``, ``"W"`` or ``"auto"``.
         max_records_per_unit: C; for C > 1 the family is ``PersonLevel(family, C, direct=True)``,
-            valid without the factor C for this statistic (proof in the module docstring).
+            valid without the factor C for this statistic (proof in docs/math/closest-pair.md §6.6).
 
     Returns:
         A ``MonotoneFamily`` whose ``upper(k)`` is min(G, V_{k+1}) (or its unit-level version).
@@ -368,7 +346,7 @@ def closest_pair_family(
     family: MonotoneFamily = DeletionValueFamily1D(P, G=G) if exact else NeighbourRankFamily(P, G=G)
     if max_records_per_unit == 1:
         return family
-    # direct=True (no factor C) is justified for this statistic: see the module docstring.
+    # direct=True (no factor C) is justified for this statistic: see docs/math/closest-pair.md §6.6.
     return PersonLevel(family, max_records_per_unit, direct=True)
 
 

@@ -1,49 +1,15 @@
 """Local and smooth sensitivity of order statistics (median, quantiles) and PTR distances.
 
-Setting (docs/math/order-statistics.md): values clipped to public bounds [L, U], sorted
-x_(1) <= ... <= x_(n), padded with x_(i) = L for i <= 0 and x_(i) = U for i >= n + 1. The statistic is
-the order statistic of public rank r. The median is rank ``median_rank(n) = (n + 1) // 2``: the middle
-value for odd n and the *lower* middle value n/2 for even n. Never the average of the two middle
-values: the formulas below do not apply to it (docs/math/order-statistics.md).
-
-**Adjacency.** Every formula here is for *replace* adjacency with n public (NRS07 section 3). Under
-add/remove adjacency dpsense requires a declared public n (``public_n``) and never reads the count
-from the data: ``resize_to_public_n`` maps any multiset to exactly ``public_n`` values (pad alternately
-with L and U, or trim alternately the smallest and the largest). Adding or removing one record moves
-the resized multiset by at most one replacement (proof on ``resize_to_public_n``; checked by brute
-force in the tests), so the replace-adjacency families applied to the resized data are valid under
-add/remove. A unit owning up to C records is handled by ``dpsense.sensitivity.smooth.PersonLevel``.
-
-**Guarantees.**
-
-* ``order_statistic_local_sensitivity`` is the exact LS = A^(0). It never calibrates noise alone
-  (docs/math/local-sensitivity.md: the noise magnitude itself would leak).
-* ``OrderStatisticFamily`` is U_k = A^(k) = max_{0<=j<=k+1} (x_(r+j) - x_(r+j-k-1)), exactly
-  max_{d(x,y)<=k} LS(y) (NRS07; verified by brute force in our tests; docs/math/order-statistics.md §4.1), capped at
-  G = U - L. It is a monotone family, so ``smooth_upper_bound`` gives S* itself, a beta-smooth upper
-  bound on LS (docs/math/smooth-sensitivity.md §3.2).
-* ``order_statistic_smooth_sensitivity_dc`` is NRS07's O(n log n) divide and conquer for the same S*.
-* ``smooth_order_statistic`` / ``median_smooth_sensitivity`` compute the same S* in O(n) from raw
-  values: only the order statistics within K of r matter, where the early stop happens at
-  K <= ceil(ln(G / S) / beta); they are pulled out with ``np.partition`` around r and the window is
-  grown until the early stop triggers inside it. Beyond the window the family answers "unknown"
-  (infinity, capped to G by ``smooth_upper_bound``), which is the truncated family of docs/math/index.md
-  section 3.2 and hence always a valid smooth bound; growing until the stop happens inside the window makes
-  the result equal, bit for bit, to the loop on the fully sorted data.
-* ``order_statistic_distance`` is gamma_L(x) = min{k : A^(k)(x) > b} (capped), the exact distance to
-  instability for the order statistic, 1-Lipschitz, and gamma >= 1 implies LS <= b (section 5).
-
-**Floating point.** Every difference x_(j) - x_(i) is rounded *upward* (round-to-nearest plus an
-error-free TwoSum correction), so U_k is never below the exact real A^(k), and rounding upward is
-monotone, so the computed U_k still satisfies condition (ii) exactly. Differences of integers (or of
-any exactly representable pairs) are exact.
-
-Nothing computed here may leave the process: values, bounds on LS and distances are data-dependent.
-The running time of the early-stopping computations depends on the data (use ``constant_work`` for a
-public amount of loop work).
-
-Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis",
-STOC 2007 (section 3, median; "Algorithm 1" divide and conquer); docs/math/index.md sections 2-5.
+Provides the exact LS (analysis only, never a noise scale on its own), the family U_k = A^(k) for
+the order statistic of public rank r on values clipped to public [L, U] (median rank (n + 1) // 2,
+never the average of the two middle values), S* by the early-stopping loop, by an O(n) partial sort
+and by NRS07's O(n log n) divide and conquer, and the exact PTR distance min{k : A^(k) > b}. Every
+formula is for *replace* adjacency with n public (Nissim-Raskhodnikova-Smith, STOC 2007, section 3);
+under add/remove a declared ``public_n`` is required and ``resize_to_public_n`` makes one addition
+or removal at most one replacement. A^(k) is exact and monotone, so S* is a beta-smooth upper bound
+(docs/math/order-statistics.md §4.1, §4.2, §4.4; docs/math/smooth-sensitivity.md §3.2); differences
+are rounded upward. Units owning C records: ``PersonLevel(..., direct=True)``. Nothing computed here
+may leave the process; running time depends on the data unless ``constant_work`` is given.
 """
 
 from __future__ import annotations

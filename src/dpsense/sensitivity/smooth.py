@@ -1,30 +1,13 @@
-"""Smooth upper bounds on local sensitivity through the monotone-family lemma (docs/math/smooth-sensitivity.md §3.2).
+"""Smooth upper bounds on local sensitivity through the monotone-family lemma.
 
-A *monotone family* for a statistic f is a sequence U_0, U_1, ... of functions of the data with
-
-  (i)  U_0(x) >= LS_f(x), and
-  (ii) U_k(x) <= U_{k+1}(x') for all adjacent x, x' and all k >= 0.
-
-Then S(x) = sup_k e^{-k beta} U_k(x) is a beta-smooth upper bound on LS_f (NRS07; proof in
-docs/math/smooth-sensitivity.md §3.2), and gamma(x) = min{k : U_k(x) > b} is a 1-Lipschitz lower bound on the distance
-to instability usable by Propose-Test-Release (docs/math/ptr.md).
-
-Capping by a public G >= GS_f keeps (ii); so does truncation: U'_k = U_k for k < K and G beyond, which
-is why ``smooth_upper_bound`` may stop its loop at any K provided it adds the tail term
-e^{-K beta} G. Dropping that tail term is a privacy bug (the result is no longer smooth).
-
-Person-level protection: when one privacy unit owns up to C records, one unit change is up to C
-record changes, so U_m(x) <= U_{m+C}(x') for unit-adjacent x, x' and U'_k = U_{C(k+1)-1} satisfies
-(ii). Condition (i) needs more care. In general a unit change is a path z_0 = x, ..., z_C = y of
-record changes and |f(x) - f(y)| <= sum_i LS(z_i) <= C A^{(C-1)}(x), so the family
-U'_k = C U_{C(k+1)-1}, capped at C G, is valid for every statistic (``PersonLevel``). For some
-statistics the factor C is not needed because U_{C-1} itself bounds the unit-level change (order
-statistics: C changed records move the rank-r value within [x_(r-C), x_(r+C)]; the closest pair:
-f(y) and f(x) both lie in [0, M_C(x)]); their modules prove it and pass ``direct=True``. Without
-such a proof the factor is required: for triangle counts, a unit owning 2 edges can add 2 triangles
-where A^{(1)} = 1 (the star 0-1, 0-2, 0-3 plus edges 1-2, 1-3).
-
-Nothing computed here may leave the process: smooth bounds and distances are data-dependent.
+Provides ``smooth_upper_bound`` and the PTR distance gamma(x) = min{k : U_k(x) > b} for a monotone
+family U_k ((i) U_0 >= LS_f; (ii) U_k(x) <= U_{k+1}(x') for adjacent x, x'), and ``PersonLevel`` for
+units owning up to C records. Guarantee: S(x) = sup_k e^{-k beta} U_k(x) is a beta-smooth upper bound
+on LS_f, and gamma is a valid PTR distance, under the adjacency the family is monotone for (NRS07,
+STOC 2007; docs/math/smooth-sensitivity.md §3.2, docs/math/ptr.md §5.3). A truncated loop must add
+the tail term e^{-K beta} G: dropping it is a privacy bug. ``PersonLevel`` applies the generic
+factor C unless the statistic proves it unnecessary (``direct=True``: order statistics, closest
+pair; never triangle counts). Nothing computed here may leave the process.
 """
 
 from __future__ import annotations
@@ -67,8 +50,8 @@ def _check_beta(beta: float) -> float:
 
 #: The most terms ``smooth_upper_bound`` evaluates without ``constant_work``: a public bound on its work
 #: (each U_k costs up to O(k)), whatever the data and however small beta is. Truncating there and adding
-#: the tail term e^{-K beta} G keeps S beta-smooth (the truncated family, module docstring); the tail
-#: only matters when beta < ln(2^52) / 2^13, about 4.4e-3, where S is close to G anyway.
+#: the tail term e^{-K beta} G keeps S beta-smooth (the truncated family, docs/math/smooth-sensitivity.md
+#: §3.2); the tail only matters when beta < ln(2^52) / 2^13, about 4.4e-3, where S is close to G anyway.
 MAX_SMOOTH_TERMS = 1 << 13
 
 
@@ -114,7 +97,7 @@ def distance_to_instability(family: MonotoneFamily, *, bound: float, cap: int) -
 
 @dataclass(frozen=True)
 class PersonLevel:
-    """The family for units that own up to C records each (see the module docstring).
+    """The family for units that own up to C records each (docs/math/smooth-sensitivity.md §3.2, person level).
 
     ``U'_k = C * U_{C(k+1)-1}`` capped at ``C * G`` (valid for every statistic); with ``direct=True``,
     ``U'_k = U_{C(k+1)-1}`` capped at ``G``, which the statistic's module must justify.

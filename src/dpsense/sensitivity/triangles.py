@@ -1,42 +1,15 @@
-"""Triangle counting under edge-level DP: local, global and smooth sensitivity (docs/math/triangles.md).
+"""Triangle counting under edge-level DP: local, global and smooth sensitivity.
 
-Guarantee and adjacency: the vertex set [n] is public and declared; two graphs are neighbours when they
-differ in exactly one vertex pair (one edge added or removed). A release calibrated with
-``triangle_smooth_sensitivity`` protects the presence of any *single edge*. It does not protect a vertex's
-whole neighbourhood (node-level privacy: the global sensitivity is Θ(n²), a different problem) nor a person
-who owns several edges; ``check_edge_privacy_unit`` refuses both.
-
-Sources: Nissim, Raskhodnikova, Smith, "Smooth sensitivity and sampling in private data analysis" (STOC 2007,
-section 3, triangles); Karwa, Raskhodnikova, Smith, Yaroslavtsev, "Private analysis of graph structure"
-(VLDB 2011). Smooth bound through the monotone-family lemma of docs/math/smooth-sensitivity.md §3.2 (``smooth.py``).
-
-Notation: A the adjacency matrix, d_v = deg(v), a_ij = (A²)_ij common neighbours, b_ij = d_i + d_j - 2a_ij -
-2A_ij the vertices adjacent to exactly one of i, j, G = max(n - 2, 0).
-
-* LS(G) = max_{i<j} a_ij: flipping pair ij changes the count by exactly a_ij. GS = n - 2.
-* A^(k)(G) = max_{d(G,H)<=k} LS(H) = max_{i<j} min(a_ij + floor((k + min(k, b_ij))/2), n - 2).
-  Proof: a_ij(H) gains one per vertex w made a common neighbour; an "exactly-one" w costs one edit, a
-  "neither" w two, and edits to different w touch different pairs, so with x + 2y <= k, x <= b_ij and
-  y <= n - 2 - a_ij - b_ij the best is x = min(k, b_ij), y = min(floor((k - x)/2), n - 2 - a_ij - b_ij),
-  which is the formula (and is attained). The family U_k = A^(k) is monotone (a radius-k ball around x lies
-  in the radius-(k+1) ball around any neighbour x'), U_0 = LS and U_k <= G: ``TriangleFamily``.
-
-Sparse evaluation, exact (``TriangleFamily``): g_k(a, b) = min(a + floor((k + min(k, b))/2), G) is
-non-decreasing in a and in b, so U_k is the maximum of g_k over the Pareto frontier of the points
-{(a_ij, b_ij)}. Split the pairs into P, those with A_ij = 1 or a_ij > 0 (the off-diagonal support of A + A²,
-enumerated explicitly), and the *free* pairs (A_ij = 0, a_ij = 0, hence b_ij = d_i + d_j). Only the largest
-free b matters: B = max over free pairs of d_i + d_j. Sort the vertices by degree, descending; for a vertex i
-the best free partner is the first vertex in that order that is neither i nor a P-partner of i (every later
-vertex has no larger degree), found as the first gap of i's sorted blocked positions. B = max_i (d_i + that
-partner's degree); a pair with a_ij = 0 but large b_ij is therefore never missed. The frontier has at most
-max a_ij + 1 <= d_max + 1 points. Cost: O(sum_v d_v²) for A², O((|P| + n) log(|P| + n)) for B and the
-frontier, then O(d_max) per U_k. ``dense_reference_upper`` is the O(n²) reference used in the tests.
-
-Pitfalls: n must be declared, never inferred from the largest vertex id (that would leak whether the last
-vertex has an edge, and the cap n - 2 would move with the data). ``smooth.PersonLevel`` must not wrap this
-family: for a unit owning C edges the unit-level LS can be C times larger than U_{C-1} (the star 0-1, 0-2, 0-3
-on 5 vertices has A^(1) = 1 but adding edges 1-2 and 1-3 adds 2 triangles). Every value computed here is
-data-dependent and must not leave the process: only a noisy release calibrated with the smooth bound may.
+Provides LS = max_{i<j} a_ij (common neighbours), GS = n - 2 and ``TriangleFamily``, the exact
+A^(k) = max_{i<j} min(a_ij + floor((k + min(k, b_ij))/2), n - 2) evaluated sparsely over a Pareto
+frontier (``dense_reference_upper`` is the O(n²) reference). Adjacency: the vertex set [n] is public
+and declared; neighbouring graphs differ in one vertex pair (one edge added or removed). A release
+calibrated with ``triangle_smooth_sensitivity`` (monotone-family lemma, beta-smooth) protects any
+*single edge*, not a vertex's neighbourhood (node-level) nor a person owning several edges:
+``check_edge_privacy_unit`` refuses both, and ``smooth.PersonLevel`` must not wrap this family.
+Sources: Nissim-Raskhodnikova-Smith, STOC 2007, section 3; Karwa-Raskhodnikova-Smith-Yaroslavtsev,
+VLDB 2011. Proofs, sparse evaluation and pitfalls: docs/math/triangles.md (the lemma:
+docs/math/smooth-sensitivity.md §3.2). Every value computed here is data-dependent and stays in the process.
 """
 
 from __future__ import annotations
@@ -85,7 +58,7 @@ def check_edge_privacy_unit(unit: str) -> str:
     Raises:
         UnsupportedRequest: for any other unit. Node-level privacy (a vertex and all its edges) has global
             sensitivity Θ(n²) for triangles and needs different algorithms; a person owning several edges
-            is not covered by this family either (see the module docstring).
+            is not covered by this family either (see docs/math/triangles.md).
 
     """
     if isinstance(unit, str) and unit.strip().lower() == EDGE_PRIVACY_UNIT:
@@ -212,8 +185,8 @@ class TriangleFamily:
 
     Implements ``smooth.MonotoneFamily`` for edge adjacency on the public vertex set [n] (NRS07 section 3;
     Karwa et al. VLDB 2011), with cap G = n - 2 = GS. Evaluated over the Pareto frontier of (a_ij, b_ij),
-    which includes the best pair without common neighbours (proof in the module docstring): O(d_max) per k.
-    Do not wrap it in ``smooth.PersonLevel`` (see the module docstring).
+    which includes the best pair without common neighbours (proof in docs/math/triangles.md): O(d_max) per k.
+    Do not wrap it in ``smooth.PersonLevel`` (docs/math/smooth-sensitivity.md §3.2).
     """
 
     __slots__ = ("_cap", "_frontier_a", "_frontier_b")

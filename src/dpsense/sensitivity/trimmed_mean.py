@@ -1,33 +1,13 @@
 """Local and smooth sensitivity of the mean and of the trimmed mean on clipped data.
 
-Setting (docs/math/order-statistics.md): values clipped to public bounds [L, U], sorted, padded with L at
-ranks <= 0 and U at ranks >= n + 1. The m-trimmed mean is
-
-  trim_m(x) = (1 / (n - 2m)) * sum_{i=m+1}^{n-m} x_(i),   0 <= 2m < n   (m = 0 is the plain mean).
-
-**Adjacency.** The family is for *replace* adjacency with n public (Bun-Steinke 2019 section 4).
-Under add/remove adjacency dpsense requires a declared public n and resizes the data to it
-(``dpsense.sensitivity.order_statistics.resize_to_public_n``: one record added or removed is at most
-one replacement of the resized data), never reading the count from the data.
-
-**Guarantees.**
-
-* ``trimmed_mean_local_sensitivity`` is the exact LS = A^(0); ``mean_local_sensitivity`` is the exact
-  LS of the plain mean under replace or add/remove adjacency. Both are for analysis only: they never
-  calibrate noise alone (docs/math/local-sensitivity.md; the noise magnitude itself would leak).
-* ``TrimmedMeanFamily`` is U_k = A^(k) = max_{0<=l<=k+1} (x_(n-m+1+k-l) - x_(m+1-l)) / (n - 2m), exactly
-  max_{d(x,y)<=k} LS(y) (Bun-Steinke 2019; brute-force verified in our tests; docs/math/order-statistics.md §4.3),
-  capped at G = (U - L) / (n - 2m), which it reaches for every k >= 2m + 1. It is a monotone family,
-  so ``smooth_upper_bound`` gives the smooth sensitivity S*, a beta-smooth upper bound on LS
-  (docs/math/smooth-sensitivity.md §3.2). ``upper(k)`` costs O(k); the early stop happens by K = 2m + 2.
-
-**Floating point.** Differences are rounded upward and divided by n - 2m rounding upward (both
-monotone), so U_k is never below the exact real A^(k) and condition (ii) holds for the computed
-values. The statistic itself is computed with ``math.fsum`` (correctly rounded sum) divided by
-n - 2m; a release must account for that rounding (docs/math/global-sensitivity.md, pitfall 1).
-
-Sources: Bun, Steinke, "Average-case averages: private algorithms for smooth sensitivity and mean
-estimation", NeurIPS 2019 (section 4); docs/math/index.md sections 2-4.
+Provides the exact LS of the m-trimmed mean (1/(n - 2m)) sum_{i=m+1}^{n-m} x_(i) and of the plain
+mean (analysis only, never a noise scale on its own), and ``TrimmedMeanFamily``, U_k = A^(k), exact
+and monotone, so ``smooth_upper_bound`` gives S*, a beta-smooth upper bound on LS (Bun-Steinke,
+NeurIPS 2019, section 4; docs/math/order-statistics.md §4.3, docs/math/local-sensitivity.md §2.3).
+Adjacency: *replace* with n public; under add/remove a declared public n is required and the data
+are resized to it (docs/math/order-statistics.md §4.4). Differences and the division are rounded
+upward; the statistic itself is ``math.fsum`` divided by n - 2m, a rounding a release must account
+for (docs/math/global-sensitivity.md §1.6).
 """
 
 from __future__ import annotations
