@@ -1,53 +1,15 @@
 """Audit scenarios for the data-dependent mechanisms: smooth sensitivity and Propose-Test-Release.
 
-Every data-dependent release of dpsense is run many times on two neighbouring datasets chosen to be
-as hard as possible, and ``dpsense.audit.empirical.epsilon_lower_bound`` bounds its privacy loss from
-below (Clopper-Pearson, events chosen on a pilot half, refusals included). A correct mechanism stays
-under its claim; the ``control:`` scenarios are deliberately broken variants built here from the
-product's own pieces, and the same audit on the same pairs must flag them. Nothing in this module is
-on a release path.
-
-**Mechanisms covered.** ``smooth_median`` / ``smooth_quantile`` (order statistics),
-``smooth_trimmed_mean``, ``smooth_min_distance`` (exact 1-D deletion values and the 2-D
-neighbour-rank bound W), ``smooth_triangle_count``, with every noise family of
-``dpsense.mechanisms.smooth_noise`` (Cauchy, Student's t, polynomial tails: pure ε; Laplace,
-Gaussian: (ε, δ); LLN, ULN: ρ-zCDP, audited at the (ε, δ) of ``zcdp_to_approx_tight``), and
-``ptr_order_statistic``, ``ptr_trimmed_mean``, ``ptr_min_distance`` (PTR, docs/math/ptr.md), and
-``inverse_sensitivity_median`` (its output law depends on the data through path lengths).
-
-**What makes a pair hard** (docs/math/smooth-sensitivity.md §3.3). A smooth release is f(x) + (S(x)/s) Z with S a
-β-smooth upper bound on the local sensitivity. Between neighbours the two output laws differ by a
-shift |f(x) - f(x')| <= LS(x) <= S(x) and a dilation S(x)/S(x') in [e^-β, e^β]. The pairs below were
-found by exhaustive search over small datasets (order statistics and trimmed means: n = 7 on the
-grid {0, 10, ..., 100}; the 1-D closest pair: n = 5 on {0, ..., 12}; all graphs on 6 vertices) and,
-for the 2-D point sets, over ~100 000 (A) and ~16 000 (B) moves of one point, maximising the exact
-loss of the release; most reach both extremes at once (a shift by the full LS and a dilation by the
-full e^β). The exact loss quoted for a pair is the hockey-stick divergence of the two (clamped,
-gridded) output laws, computed offline by numerical integration of the noise CDF, not by this audit.
-With the calibration s = t = 1/2 (ε = 1) no Cauchy pair can exceed about 0.63 (shift by min(S, S')
-and dilation e^β together), and the audit's coarse events see part of that: a correct Cauchy release
-reads 0.25-0.5 here, not 1. Laplace and Gaussian noise at δ = 0.05 read near 0 (their loss beyond
-an event of probability 0.05 is small); their δ-events become visible under control 3. LLN and ULN
-read about 0.4 against the 3.54 of the zCDP conversion, which is loose for these noises.
-
-**Sampling.** S(x) is a deterministic function of the data, so a smooth release on x is
-clamp(round_g(f(x) + (S(x)/s) Z)) with fresh Z each time. ``SmoothLaw.sample`` computes f(x) and
-S(x) once with the product functions (the same ones, with the same β, that the public mechanism
-calls), reads the public output grid, clamp and cap from one end-to-end call, and then evaluates
-``release_with_smooth_bound``'s arithmetic on a vector of Z drawn by the product sampler
-``standard_noise``: the same law as calling the mechanism n times (the statistical tests check the
-arithmetic bit for bit). PTR is vectorised the same way (the distance is deterministic, the test and
-release noise come from the Laplace mechanism's own plan and exact sampler, the threshold from the
-public details of one ``propose_test_release`` call). Scenarios named ``(end to end)`` instead call
-the public function once per output; they are marked ``slow``.
-
-**Controls** (each must be flagged; docs/math/index.md sections 3.4, 5.5, 2, 3.2, 3.3):
-
-1. noise calibrated to the local sensitivity (on the seed median pair LS(x) = 0, so the output is
-   exactly f(x));
-2. the k-loop truncated after K terms without the tail term e^{-Kβ} G;
-3. S computed with a larger β than the noise was calibrated for;
-4. PTR with the threshold 0.5 (the lecture's removal count, and a valid distance).
+Provides neighbouring pairs, chosen to be as hard as possible, on which every data-dependent release
+(the smooth median, quantile, trimmed mean, closest pair and triangle count with every noise family
+of ``dpsense.mechanisms.smooth_noise``; the PTR releases; ``inverse_sensitivity_median``) is run many
+times, and ``dpsense.audit.empirical.epsilon_lower_bound`` bounds its loss from below against the
+claimed pure ε, (ε, δ) or ρ-zCDP (audited at the (ε, δ) of ``zcdp_to_approx_tight``). The ``control:``
+scenarios are broken variants that must be flagged. How the pairs were found, the expected readings
+and the four controls: docs/math/smooth-sensitivity.md §3.5. Sampling: ``SmoothLaw.sample`` computes
+f(x) and S(x) once with the product functions and applies ``release_with_smooth_bound``'s arithmetic
+to a vector of product noise (the same law as n calls; PTR likewise); ``(end to end)`` scenarios call
+the public function per output and are ``slow``. Nothing in this module is on a release path.
 """
 
 from __future__ import annotations
