@@ -69,6 +69,7 @@ from dpsense.ledger._rows import (
     CHARGE_COLS,
     RELEASE_COLS,
     BudgetRow,
+    Plan,
     apply_debits,
     cached_release,
     charge_id_of,
@@ -108,6 +109,54 @@ class _Wait:
 
     charge_id: int
     updated_at: float
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A reserve request, checked, with the canonical texts its charge row stores (a retry must match them)."""
+
+    dataset: str
+    analyst: str
+    request_id: str
+    loss: PrivacyLoss
+    family: str | None
+    cache_key: str | None
+    event: PldEvent | None
+    partition: PartitionSpec | None
+    event_json: dict[str, Any] | None
+    event_text: str | None
+    loss_text: str
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One reserve transaction (``Ledger._reserve_once``): the request, its time, what ``_begin`` read.
+
+    ``since`` is when this ``reserve`` started waiting for each holder it waited for (by charge id
+    and the holder's ``updated_at``); ``same`` is what a stored charge of the request id must match
+    to be this request's retry (dataset, loss, family, cache key, event, partition group).
+    """
+
+    tx: Tx
+    now: float
+    request: _Request
+    since: dict[tuple[int, float], float]
+    dataset_id: int
+    budgets: list[BudgetRow]
+    group: GroupCharge | None
+    base: Reservation
+    same: tuple[int, str, str | None, str | None, str | None, tuple[int | None, str | None]]
+
+    def existing(self) -> Row | None:
+        """The stored charge of this (analyst, request id), or ``None``.
+
+        Locked: on PostgreSQL a concurrent commit of this row is waited for, not read stale.
+        """
+        rows = self.tx.execute(
+            f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?{{lock}}",
+            (self.request.analyst, self.request.request_id),
+        )
+        return rows[0] if rows else None
 
 
 class Committed(NamedTuple):
@@ -310,10 +359,12 @@ class Ledger:
         family = None if family is None else _name(family, "query family")
         cache_key = None if cache_key is None else _name(cache_key, "cache key")
         loss_text = canonical_json(loss_to_json(loss))
-        args = (dataset, analyst, request_id, loss, family, cache_key, event, partition, event_json, event_text)
+        request = _Request(
+            dataset, analyst, request_id, loss, family, cache_key, event, partition, event_json, event_text, loss_text
+        )
         since: dict[tuple[int, float], float] = {}
         while True:
-            outcome = self._reserve_once(*args, loss_text, since)
+            outcome = self._reserve_once(request, since)
             if isinstance(outcome, Reservation):
                 return outcome
             start = since.setdefault((outcome.charge_id, outcome.updated_at), time.monotonic())
@@ -334,129 +385,179 @@ class Ledger:
             time.sleep(delay)
             delay = min(2 * delay, _POLL_MAX_S)
 
-    def _reserve_once(
-        self,
-        dataset: str,
-        analyst: str,
-        request_id: str,
-        loss: PrivacyLoss,
-        family: str | None,
-        cache_key: str | None,
-        event: PldEvent | None,
-        partition: PartitionSpec | None,
-        event_json: dict[str, Any] | None,
-        event_text: str | None,
-        loss_text: str,
-        since: dict[tuple[int, float], float],
-    ) -> Reservation | _Wait:
-        """One reserve transaction: a Reservation, or ``_Wait`` when another charge holds the cache key."""
+    def _reserve_once(self, request: _Request, since: dict[tuple[int, float], float]) -> Reservation | _Wait:
+        """One reserve transaction: a Reservation, or ``_Wait`` when another charge holds the cache key.
+
+        The steps, in this order inside the transaction: ``_begin`` (the ids, the locked budgets, the
+        partition group); for a request with a cache key ``_single_flight`` (its retry, a wait for the
+        key's holder, or a cache hit); then, when nothing answered it, ``_charge`` (check the budgets,
+        insert the charge, debit, audit).
+        """
         now = self._context.clock()
-
-        def fresh(holder: Row) -> bool:
-            """The holder is pending inside its lease (by the ledger clock and by this wait)."""
-            if holder[1] != ChargeState.RESERVED.value:
-                return False  # ABANDONED: resolve_stale found it stale already
-            updated = float(holder[2])
-            start = since.get((int(holder[0]), updated))
-            waited = 0.0 if start is None else time.monotonic() - start
-            return now - updated < self._lease_s and waited < self._lease_s
-
         with self._context.backend.write() as tx:
-            dataset_id = self._context.dataset_id(tx, dataset)
-            self._context.check_analyst(tx, analyst)
-            budgets = [
-                BudgetRow(row)
-                for row in tx.execute(
-                    f"SELECT {BUDGET_COLS} FROM budgets WHERE dataset_id = ? AND (scope_kind = 'total'"
-                    " OR (scope_kind = 'analyst' AND scope_value = ?) OR (scope_kind = 'family' AND scope_value = ?)"
-                    " OR (scope_kind = 'period' AND period_start <= ? AND period_end > ?)) ORDER BY id{lock}",
-                    (dataset_id, analyst, family or "", int(now), int(now)),
-                )
-            ]
-            group = _partitions.resolve(tx, dataset_id, partition)
-            base = Reservation(None, dataset, analyst, request_id, loss, ChargeState.RESERVED)
-            same = (dataset_id, loss_text, family, cache_key, event_text, group_key(group))
+            attempt = self._begin(tx, now, request, since)
+            if request.cache_key is not None:
+                answer = self._single_flight(attempt, request.cache_key)
+                if answer is not None:
+                    return answer
+            return self._charge(attempt)
 
-            def existing() -> Row | None:
-                rows = tx.execute(
-                    f"SELECT {CHARGE_COLS} FROM charges WHERE analyst = ? AND request_id = ?{{lock}}",
-                    (analyst, request_id),
-                )  # locked: on PostgreSQL a concurrent commit of this row is waited for, not read stale
-                return rows[0] if rows else None
+    def _begin(self, tx: Tx, now: float, request: _Request, since: dict[tuple[int, float], float]) -> _Attempt:
+        """Look up the dataset and the analyst, lock every budget the request falls in, resolve its group.
 
-            if cache_key is not None:
-                row = existing()
-                holder = flight_holder(tx, dataset_id, cache_key)  # before the cache read (see commit)
-                if row is not None and ChargeState(row[2]) != ChargeState.REFUNDED:
-                    if holder is not None and int(holder[0]) == int(row[0]) and fresh(holder):
-                        return _Wait(int(holder[0]), float(holder[2]))  # this request is running elsewhere
-                    return self._retry(tx, row, base, same, budgets, event, now, partition)
-                if holder is not None:
-                    if fresh(holder):
-                        return _Wait(int(holder[0]), float(holder[2]))
-                    if not supersede(tx, int(holder[0]), now):  # pragma: no cover - it changed meanwhile
-                        return _Wait(int(holder[0]), float(holder[2]))
-                    payload = {"charge": int(holder[0]), "refunded": False, "superseded": "lease expired"}
-                    _audit.append(tx, at=_iso(now), event="fail", payload=payload)
-                stored = cached_release(tx, dataset_id, cache_key)
-                if stored is not None:
-                    payload = _answer_payload(base, stored.charge_id, stored.release_id)
-                    _audit.append(tx, at=_iso(now), event="cache_hit", payload=payload | {"cache_key": cache_key})
-                    return _replace(base, charge_id=stored.charge_id, state=ChargeState.COMMITTED, stored=stored)
-            try:
-                plan = plan_debits(tx, budgets, loss, dataset_id=dataset_id, event=event, group=group)
-            except DPSenseError:  # a retry is answered even when a new charge would be refused
-                if cache_key is None and (row := existing()) is not None:
-                    return self._retry(tx, row, base, same, budgets, event, now, partition)
-                raise
-            if partition is not None and group is not None:
-                group = _partitions.store(tx, dataset_id, partition, group, now)
-            debits = debits_json(plan)
-            charge_id = insert_charge(
-                tx,
-                (
-                    dataset_id,
-                    analyst,
-                    request_id,
-                    loss_text,
-                    family,
-                    cache_key,
-                    debits,
-                    self._owner,
-                    now,
-                    now,
-                    event_text,
-                    now,
-                    None if group is None else group.partition_id,
-                    None if group is None else group.part,
-                    cache_key,
-                ),
+        The budgets are the total and the analyst, family and period scopes that apply at ``now``,
+        locked in id order (the lock order of every write). Nothing is written.
+        """
+        dataset_id = self._context.dataset_id(tx, request.dataset)
+        self._context.check_analyst(tx, request.analyst)
+        budgets = [
+            BudgetRow(row)
+            for row in tx.execute(
+                f"SELECT {BUDGET_COLS} FROM budgets WHERE dataset_id = ? AND (scope_kind = 'total'"
+                " OR (scope_kind = 'analyst' AND scope_value = ?) OR (scope_kind = 'family' AND scope_value = ?)"
+                " OR (scope_kind = 'period' AND period_start <= ? AND period_end > ?)) ORDER BY id{lock}",
+                (dataset_id, request.analyst, request.family or "", int(now), int(now)),
             )
-            if charge_id is None:  # the request id exists: nothing was written, answer it as a retry
-                row = existing()
-                assert row is not None
-                return self._retry(tx, row, base, same, budgets, event, now, partition)
-            apply_debits(tx, plan)
-            payload = charge_payload(
-                charge_id, base, family, event_json, payload_json(partition), cache_key=cache_key, charged_at=now
-            )
-            _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
-        return _replace(base, charge_id=charge_id)
+        ]
+        group = _partitions.resolve(tx, dataset_id, request.partition)
+        base = Reservation(
+            None, request.dataset, request.analyst, request.request_id, request.loss, ChargeState.RESERVED
+        )
+        same = (dataset_id, request.loss_text, request.family, request.cache_key, request.event_text, group_key(group))
+        return _Attempt(tx, now, request, since, dataset_id, budgets, group, base, same)
 
-    def _retry(
-        self,
-        tx: Tx,
-        row: Row,
-        base: Reservation,
-        same: tuple[int, str, str | None, str | None, str | None, tuple[int | None, str | None]],
-        budgets: list[BudgetRow],
-        event: PldEvent | None,
-        now: float,
-        partition: PartitionSpec | None,
-    ) -> Reservation:
+    def _single_flight(self, attempt: _Attempt, cache_key: str) -> Reservation | _Wait | None:
+        """Answer a request with a cache key before charging it: as a retry, a wait for the key's holder, or a hit.
+
+        A stored charge of the request id (not refunded) is answered as its retry, unless it is the
+        key's fresh holder (the request runs elsewhere: wait). Another fresh holder is waited for;
+        a holder past its lease is superseded first (``_supersede``). The holder is read before the
+        cache (see ``commit``). ``None``: nothing answers the request, charge it.
+        """
+        row = attempt.existing()
+        holder = flight_holder(attempt.tx, attempt.dataset_id, cache_key)  # before the cache read (see commit)
+        if row is not None and ChargeState(row[2]) != ChargeState.REFUNDED:
+            if holder is not None and int(holder[0]) == int(row[0]) and self._fresh(attempt, holder):
+                return _Wait(int(holder[0]), float(holder[2]))  # this request is running elsewhere
+            return self._retry(attempt, row)
+        if holder is not None and not self._supersede(attempt, holder):
+            return _Wait(int(holder[0]), float(holder[2]))
+        return self._cache_hit(attempt, cache_key)
+
+    def _fresh(self, attempt: _Attempt, holder: Row) -> bool:
+        """The holder is pending inside its lease (by the ledger clock and by this wait)."""
+        if holder[1] != ChargeState.RESERVED.value:
+            return False  # ABANDONED: resolve_stale found it stale already
+        updated = float(holder[2])
+        start = attempt.since.get((int(holder[0]), updated))
+        waited = 0.0 if start is None else time.monotonic() - start
+        return attempt.now - updated < self._lease_s and waited < self._lease_s
+
+    def _supersede(self, attempt: _Attempt, holder: Row) -> bool:
+        """Take the cache key from a holder past its lease: it becomes FAILED (stays spent), audited ``fail``.
+
+        False (nothing written) when the holder is still fresh, or changed meanwhile: wait for it.
+        """
+        if self._fresh(attempt, holder):
+            return False
+        if not supersede(attempt.tx, int(holder[0]), attempt.now):  # pragma: no cover - it changed meanwhile
+            return False
+        payload = {"charge": int(holder[0]), "refunded": False, "superseded": "lease expired"}
+        _audit.append(attempt.tx, at=_iso(attempt.now), event="fail", payload=payload)
+        return True
+
+    def _cache_hit(self, attempt: _Attempt, cache_key: str) -> Reservation | None:
+        """The key's stored release as the answer, audited ``cache_hit`` (no charge); ``None`` when it has none."""
+        stored = cached_release(attempt.tx, attempt.dataset_id, cache_key)
+        if stored is None:
+            return None
+        payload = _answer_payload(attempt.base, stored.charge_id, stored.release_id)
+        _audit.append(attempt.tx, at=_iso(attempt.now), event="cache_hit", payload=payload | {"cache_key": cache_key})
+        return _replace(attempt.base, charge_id=stored.charge_id, state=ChargeState.COMMITTED, stored=stored)
+
+    def _charge(self, attempt: _Attempt) -> Reservation:
+        """Check the request against every locked budget, then write its charge (``_write_charge``).
+
+        A refusal of a request without a cache key whose id is stored already answers it as a retry
+        (a retry is answered even when a new charge would be refused); otherwise the refusal is raised,
+        nothing written.
+        """
+        request = attempt.request
+        try:
+            plan = plan_debits(
+                attempt.tx,
+                attempt.budgets,
+                request.loss,
+                dataset_id=attempt.dataset_id,
+                event=request.event,
+                group=attempt.group,
+            )
+        except DPSenseError:  # a retry is answered even when a new charge would be refused
+            if request.cache_key is None and (row := attempt.existing()) is not None:
+                return self._retry(attempt, row)
+            raise
+        return self._write_charge(attempt, plan)
+
+    def _write_charge(self, attempt: _Attempt, plan: Plan) -> Reservation:
+        """Insert the new charge (holding its cache key), apply the debits, audit ``reserve``.
+
+        A new partition group is stored first. When the insert conflicts (the request id exists,
+        nothing was written) the stored charge answers it as a retry.
+        """
+        request, tx, now = attempt.request, attempt.tx, attempt.now
+        group = attempt.group
+        if request.partition is not None and group is not None:
+            group = _partitions.store(tx, attempt.dataset_id, request.partition, group, now)
+        charge_id = insert_charge(tx, self._charge_row(attempt, debits_json(plan), group))
+        if charge_id is None:  # the request id exists: nothing was written, answer it as a retry
+            row = attempt.existing()
+            assert row is not None
+            return self._retry(attempt, row)
+        apply_debits(tx, plan)
+        payload = charge_payload(
+            charge_id,
+            attempt.base,
+            request.family,
+            request.event_json,
+            payload_json(request.partition),
+            cache_key=request.cache_key,
+            charged_at=now,
+        )
+        _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
+        return _replace(attempt.base, charge_id=charge_id)
+
+    def _charge_row(self, attempt: _Attempt, debits: str, group: GroupCharge | None) -> tuple[object, ...]:
+        """The values of a new charge row (``insert_charge``); its last value, the flight key, is its cache key."""
+        request, now = attempt.request, attempt.now
+        return (
+            attempt.dataset_id,
+            request.analyst,
+            request.request_id,
+            request.loss_text,
+            request.family,
+            request.cache_key,
+            debits,
+            self._owner,
+            now,
+            now,
+            request.event_text,
+            now,
+            None if group is None else group.partition_id,
+            None if group is None else group.part,
+            request.cache_key,
+        )
+
+    def _retry(self, attempt: _Attempt, row: Row) -> Reservation:
+        """Answer a request whose id is stored as ``row``: replay, resume, refuse, or charge it again.
+
+        The stored charge must be the same request (``_Attempt.same``). A committed one is replayed
+        (audited ``replay``), an open one resumed (audited ``resume``; with a cache key it takes a fresh
+        lease), a failed one refused; a refunded one is charged again on the locked budgets.
+        """
+        tx, base, now = attempt.tx, attempt.base, attempt.now
         charge_id, state = int(row[0]), ChargeState(row[2])
         stored_group = (None if row[9] is None else int(row[9]), row[10])
-        if (int(row[1]), row[3], row[4], row[5], row[8], stored_group) != same:
+        if (int(row[1]), row[3], row[4], row[5], row[8], stored_group) != attempt.same:
             raise RequestIdConflict(
                 "a request id is reused for a different request (dataset, loss, family, cache key, event or"
                 " partition differ)",
@@ -484,7 +585,8 @@ class Ledger:
         group = None
         if row[9] is not None:
             group = GroupCharge(int(row[9]), row[10], _partitions.spans(tx, int(row[1]))[int(row[9])])
-        plan = plan_debits(tx, budgets, base.loss, dataset_id=int(row[1]), event=event, group=group)
+        event = attempt.request.event
+        plan = plan_debits(tx, attempt.budgets, base.loss, dataset_id=int(row[1]), event=event, group=group)
         debits = apply_debits(tx, plan)
         tx.execute(
             "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ?, charged_at = ?,"
@@ -493,7 +595,13 @@ class Ledger:
         )
         event_json = None if event is None else event_to_json(event)
         payload = charge_payload(
-            charge_id, base, row[4], event_json, payload_json(partition), cache_key=row[5], charged_at=now
+            charge_id,
+            base,
+            row[4],
+            event_json,
+            payload_json(attempt.request.partition),
+            cache_key=row[5],
+            charged_at=now,
         )
         _audit.append(tx, at=_iso(now), event="reserve", payload=payload)
         return _replace(base, charge_id=charge_id)
