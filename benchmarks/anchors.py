@@ -1,0 +1,560 @@
+"""dpsense's DEFAULT median and mean against the anchor DP libraries: same data, same run, same adjacency.
+
+Adjacency everywhere: add/remove one record (unbounded DP), one record per privacy unit, n private,
+pure ε-DP (δ = 0). Public domain [L, U] per dataset (``benchmarks/_panel.py`` states how each was
+chosen; the extra cells below state theirs). ε ∈ {0.1, 1}; ``RUNS`` (env var, default 200) releases per
+cell and library. Error of a median release = its distance to the interval of sample medians
+[x_((n-1)//2), x_(n//2)] (0-based order statistics; one point for odd n), so a library that targets the
+lower, upper or middle median is not charged for the definition; error of a mean release = |release -
+the plain mean| (every value lies inside its domain, so clipping adds no bias). Per cell: the median and
+the p90 of |error| over the runs; the ``truth`` column shows ``np.median`` / the mean.
+
+What runs (each anchor is skipped with an INFO line when it is not importable, so the script runs
+without the ``bench-anchors`` extra):
+
+* dpsense: a ``dp.Session`` on a SQLite ledger in a temporary directory, the dataset registered with
+  ``privacy_unit="uid"`` (one row per unit), ``bounds={"x": (L, U)}``, ``max_rows_per_unit=1``, the
+  default adjacency (add/remove) and a budget large enough for every run; each release is
+  ``session.release(ds.query().agg(<alias>=dp.median("x") | dp.mean("x")), epsilon=ε, request_id=...)``
+  with a distinct alias and request id, so nothing is served from the cache. The planner chooses the
+  mechanism (its public default): the table shows the chosen mechanism(s) from the release record.
+  The ``count_integer_noise`` target releases ``dp.count()`` the same way.
+* OpenDP (``opendp.prelude``, ``contrib``): median = ``dp.m.make_private_quantile(vector_domain(atom_domain(
+  T=float, nan=False)), symmetric_distance(), max_divergence(), candidates, alpha=0.5, scale)`` with
+  2^16 + 1 equally spaced public candidates on [L, U] and ``scale`` from ``dp.binary_search_param`` so that
+  one added/removed record costs exactly ε: the exponential mechanism over candidates (Smith 2011 score,
+  permute-and-flip/Gumbel form), ε-DP under symmetric distance = add/remove. Mean (n private) =
+  ``then_clamp((L, U)) >> then_sum() >> then_laplace(s1)`` at ε/2 divided by ``then_count() >>
+  then_laplace(s2)`` at ε/2 (both calibrated by ``dp.binary_search_chain``, d_in = 1 under
+  ``symmetric_distance``), the ratio clamped to [L, U] (free post-processing): ε-DP, add/remove.
+* diffprivlib (IBM): median = ``diffprivlib.tools.median(x, epsilon=ε, bounds=(L, U))``: the exponential
+  mechanism over the intervals between sorted records (utility -|i - n/2|, sensitivity 1), ε-DP; its
+  utility moves by at most 1 when a record is added or removed, so it holds under add/remove too.
+  ``tools.mean(x, epsilon=ε, bounds=(L, U))`` is shown as ``diffprivlib_npub``: it adds truncated Laplace
+  noise with sensitivity (U - L)/n using the TRUE n, i.e. n is public and the guarantee is for
+  replace-one-record (bounded DP), NOT add/remove; it is excluded from the mean's ratio. The n-private
+  diffprivlib mean (``diffprivlib``) is ``tools.sum(x, epsilon=ε/2, bounds=(L, U)) /
+  tools.count_nonzero(ones, epsilon=ε/2)``, clamped to [L, U]: ε-DP under add/remove.
+* python-dp (Google DP library, ``pydp.algorithms.laplacian``): median = ``Median(epsilon=ε,
+  lower_bound=L, upper_bound=U, dtype="float").quick_result(x)`` (Google's bounded order statistic with
+  Laplace noise); mean = ``BoundedMean(epsilon=ε, lower_bound=L, upper_bound=U, dtype="float")`` (noisy
+  count + noisy sum of values centred on the domain midpoint, n private). Both ε-DP for a user adding or
+  removing up to l0 = linf = 1 record (add/remove).
+* PipelineDP (``pipeline_dp``, LocalBackend): ``DPEngine.aggregate`` with ``AggregateParams(noise_kind=
+  LAPLACE, metrics=[Metrics.PERCENTILE(50)] or [Metrics.MEAN], max_partitions_contributed=1,
+  max_contributions_per_partition=1, min_value=L, max_value=U)``, ``NaiveBudgetAccountant(total_epsilon=ε,
+  total_delta=0)`` and public partitions (no partition selection): ε-DP, add/remove of one privacy id.
+  MEAN = noisy count + noisy normalised sum (n private); PERCENTILE = PipelineDP's quantile tree.
+  Independent releases are run as independent public partitions (one copy of the data each, distinct
+  privacy ids). LocalBackend is pure Python, so PipelineDP gets min(RUNS, max(20, PIPELINEDP_MAX_ROWS / n))
+  runs per cell (env var, default 1 000 000 rows): the ``runs`` column of its cells says so.
+* Tumult Analytics is not used: it pins numpy < 2, pandas < 2 and pyspark 3.5, which the project's
+  environment does not allow.
+
+Panel: the five 1-D datasets of ``benchmarks/_panel.py`` (ages, incomes, heavy, cluster, small) plus tied,
+real-like cells generated here (numpy seed ``EXTRA_SEED``, benchmark data only):
+
+* ``int273``: 54 000 integers with 273 distinct values (0..272, a discretised gamma shape with a mode near
+  60, every value present), public domain [0, 300];
+* ``penguins``: 342 body masses in grams, three species (means 3 700 / 3 730 / 5 075 g, sd 460 / 380 / 500)
+  rounded to 25 g like the Palmer penguins column, public domain [2 000, 7 000];
+* ``diabetes``: the target of scikit-learn's bundled diabetes data (442 real integers, 25..346), public
+  domain [0, 400], when scikit-learn is importable (it comes with diffprivlib); otherwise skipped (INFO).
+
+Ratio per cell and statistic = dpsense's median |error| / the best anchor's median |error|, among the
+anchors that keep n private (all but ``diffprivlib_npub``). TARGET lines (the script exits 0 even when one
+is missed):
+
+* ``median_worst_ratio_vs_best_anchor`` = max ratio over the median cells <= 1.1;
+* ``mean_private_n_worst_ratio`` = max ratio over the mean cells <= 1.1;
+* ``data_dependent_wins`` = number of (dataset, ε) cells where dpsense's median or mean median |error| is
+  at least 3x smaller than every eligible anchor's >= 3 (errors below 1e-9 x (U - L) count as 0, so two
+  exact answers tie). An INFO line names the wins whose p90 |error| is also 3x smaller: a mean clamped
+  at a domain edge more than half the time has a median |error| of |truth - edge| and can "win" on the
+  median alone.
+* ``count_integer_noise`` = 1 if dpsense's default ``dp.count()`` releases integers else 0, >= 1.
+
+Usage: ``RUNS=200 .venv/bin/python benchmarks/anchors.py`` (install the anchors with
+``pip install -e '.[bench-anchors]'``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import dpsense as dp
+from _panel import build_panel
+
+RUNS = int(os.environ.get("RUNS", "200"))
+PIPELINEDP_MAX_ROWS = int(os.environ.get("PIPELINEDP_MAX_ROWS", "1000000"))
+EPSILONS = (0.1, 1.0)
+EXTRA_SEED = 20_260_516
+OPENDP_CANDIDATES = 2**16 + 1
+WIN_FACTOR = 3.0
+#: errors below TOLERANCE x (U - L) are float round-off and count as 0 in the ratios and wins
+TOLERANCE = 1e-9
+STATS = ("median", "mean")
+#: anchors whose mean is released with n public (not eligible for the private-n ratio)
+N_PUBLIC = {"diffprivlib_npub"}
+
+Release = Callable[[np.ndarray, float, float, float, int], list[float]]
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    values: np.ndarray
+    low: float
+    high: float
+    integer: bool
+    description: str
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+
+@dataclass
+class Result:
+    errors: dict[str, np.ndarray] = field(default_factory=dict)
+    mechanism: str = ""
+
+
+def info(message: str) -> None:
+    print(f"INFO {message}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- panel
+
+
+def extra_cells() -> list[Cell]:
+    rng = np.random.default_rng(EXTRA_SEED)
+    # int273: discretised gamma, then every value 0..272 present at least once (273 distinct values)
+    raw = np.clip(np.round(rng.gamma(3.0, 30.0, 54_000 - 273)), 0, 272).astype(np.int64)
+    int273 = np.concatenate([raw, np.arange(273, dtype=np.int64)])
+    rng.shuffle(int273)
+    species = rng.choice(3, size=342, p=[152 / 342, 68 / 342, 122 / 342])
+    mass = rng.normal(np.array([3700.0, 3730.0, 5075.0])[species], np.array([460.0, 380.0, 500.0])[species])
+    penguins = np.clip(np.round(mass / 25.0) * 25.0, 2000, 7000).astype(np.int64)
+    cells = [
+        Cell("int273", int273, 0.0, 300.0, True, "54000 integers, 273 distinct values (gamma shape), [0,300]"),
+        Cell("penguins", penguins, 2000.0, 7000.0, True, "342 penguin-like body masses, 25 g steps, [2000,7000]"),
+    ]
+    try:
+        from sklearn.datasets import load_diabetes
+    except ImportError:
+        info("scikit-learn not importable: the 'diabetes' cell is skipped")
+    else:
+        target = np.asarray(load_diabetes().target, dtype=np.float64)
+        cells.append(Cell("diabetes", target.astype(np.int64), 0.0, 400.0, True, "sklearn diabetes target, [0,400]"))
+    return cells
+
+
+def panel() -> list[Cell]:
+    one_d, _, _ = build_panel()
+    cells = [Cell(d.name, d.values, d.low, d.high, False, d.description) for d in one_d]
+    return cells + extra_cells()
+
+
+def truth(stat: str, values: np.ndarray) -> float:
+    return float(np.median(values)) if stat == "median" else float(np.mean(values))
+
+
+def errors(stat: str, values: np.ndarray, released: list[float]) -> np.ndarray:
+    """|error| of each release: for the median, the distance to the interval of sample medians."""
+    out = np.asarray(released, dtype=np.float64)
+    if stat == "mean":
+        return np.abs(out - float(np.mean(values)))
+    ordered = np.sort(values)
+    lower, upper = float(ordered[(values.size - 1) // 2]), float(ordered[values.size // 2])
+    return np.maximum(np.maximum(lower - out, out - upper), 0.0)
+
+
+# --------------------------------------------------------------------------------------------- dpsense
+
+POLICY = dict(
+    protected="one record (benchmark data)",
+    population=10**7,
+    planned_releases=100_000,
+    release_window="2026-01-01/2026-12-31",
+    delta_rationale="pure ε-DP releases: δ = 0",
+    per_release_epsilon=1,
+    attacker_knowledge="everything except one record",
+    minimum_useful_accuracy="benchmark",
+    approved_by="benchmark",
+    approved_on="2026-01-01",
+    next_review="2026-12-31",
+)
+
+
+class DPSense:
+    """One ledger in a temporary directory; one registered dataset per cell."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="dpsense-anchors-")
+        self.session = dp.Session.open(f"sqlite:///{self._dir.name}/ledger.db", analyst="steward", role="steward")
+        self._datasets: dict[str, dp.Dataset] = {}
+        self._serial = 0
+
+    def close(self) -> None:
+        self.session.close()
+        self._dir.cleanup()
+
+    def dataset(self, cell: Cell) -> dp.Dataset:
+        if cell.name not in self._datasets:
+            frame = pd.DataFrame({"uid": np.arange(cell.values.size), "x": cell.values})
+            self._datasets[cell.name] = self.session.register_dataset(
+                cell.name,
+                source=frame,
+                privacy_unit="uid",
+                bounds={"x": (int(cell.low), int(cell.high)) if cell.integer else (cell.low, cell.high)},
+                max_rows_per_unit=1,
+                budget=dp.Budget(epsilon=10**7),
+                policy=dp.PrivacyPolicy(**POLICY),  # type: ignore[arg-type]
+            )
+        return self._datasets[cell.name]
+
+    def release(self, cell: Cell, stat: str, eps: float) -> tuple[float, str]:
+        self._serial += 1
+        alias = f"v{self._serial}"
+        agg = dp.median("x") if stat == "median" else dp.mean("x")
+        rel = self.session.release(
+            self.dataset(cell).query().agg(**{alias: agg}), epsilon=eps, request_id=f"anchors-{self._serial}"
+        )
+        if rel.cached:
+            raise RuntimeError("a dpsense release was served from the cache")
+        steps = rel.record.parameters["plan"]["steps"]
+        mechanisms = "+".join(dict.fromkeys(str(s["mechanism"]) for s in steps))
+        return float(rel.values[alias][0]), mechanisms
+
+    def count_is_integer(self, cell: Cell, tries: int = 5) -> bool:
+        outputs = []
+        for _ in range(tries):
+            self._serial += 1
+            alias = f"c{self._serial}"
+            rel = self.session.release(
+                self.dataset(cell).query().agg(**{alias: dp.count()}), epsilon=1, request_id=f"anchors-{self._serial}"
+            )
+            outputs.append(rel.values[alias][0])
+        info(f"dpsense default count outputs on {cell.name} (n={cell.values.size}, ε=1): {outputs}")
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in outputs)
+
+
+# --------------------------------------------------------------------------------------------- anchors
+
+
+def load_anchors() -> dict[str, dict[str, Release]]:
+    """{anchor: {stat: release(values, eps, low, high, runs) -> list of releases}} for the importable ones."""
+    anchors: dict[str, dict[str, Release]] = {}
+    for name, loader in (
+        ("opendp", _opendp),
+        ("diffprivlib", _diffprivlib),
+        ("pydp", _pydp),
+        ("pipelinedp", _pipelinedp),
+    ):
+        try:
+            anchors.update(loader())
+        except ImportError as exc:
+            info(f"anchor {name} not importable ({exc}): skipped")
+    return anchors
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def _opendp() -> dict[str, dict[str, Release]]:
+    import opendp.prelude as odp
+
+    odp.enable_features("contrib")
+    info(f"anchor opendp {_version('opendp')}")
+    domain = odp.vector_domain(odp.atom_domain(T=float, nan=False))
+    metric = odp.symmetric_distance()
+
+    def median(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        candidates = np.linspace(low, high, OPENDP_CANDIDATES).tolist()
+
+        def make(scale: float) -> object:
+            return odp.m.make_private_quantile(
+                domain, metric, odp.max_divergence(), candidates=candidates, alpha=0.5, scale=scale
+            )
+
+        # the scale depends on the metric and alpha only: calibrate on two candidates, then check the real one
+        scale = odp.binary_search_param(
+            lambda s: odp.m.make_private_quantile(
+                domain, metric, odp.max_divergence(), candidates=[low, high], alpha=0.5, scale=s
+            ),
+            d_in=1,
+            d_out=eps,
+        )
+        meas = make(scale)
+        if meas.map(1) > eps:  # type: ignore[attr-defined]
+            raise RuntimeError(f"OpenDP quantile calibration: {meas.map(1)} > {eps}")  # type: ignore[attr-defined]
+        data = values.astype(np.float64).tolist()
+        return [float(meas(data)) for _ in range(runs)]  # type: ignore[operator]
+
+    def mean(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        total = odp.binary_search_chain(
+            lambda s: (domain, metric) >> odp.t.then_clamp((low, high)) >> odp.t.then_sum() >> odp.m.then_laplace(s),
+            d_in=1,
+            d_out=eps / 2,
+        )
+        count = odp.binary_search_chain(
+            lambda s: (domain, metric) >> odp.t.then_count() >> odp.m.then_laplace(s), d_in=1, d_out=eps / 2
+        )
+        data = values.astype(np.float64).tolist()
+        return [_ratio(total(data), count(data), low, high) for _ in range(runs)]
+
+    return {"opendp": {"median": median, "mean": mean}}
+
+
+def _ratio(total: float, count: float, low: float, high: float) -> float:
+    if count < 1:
+        return (low + high) / 2
+    return float(min(max(total / count, low), high))
+
+
+def _diffprivlib() -> dict[str, dict[str, Release]]:
+    from diffprivlib import BudgetAccountant, tools
+
+    info(f"anchor diffprivlib {_version('diffprivlib')}")
+
+    def median(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        x = values.astype(np.float64)
+        return [
+            float(tools.median(x, epsilon=eps, bounds=(low, high), accountant=BudgetAccountant())) for _ in range(runs)
+        ]
+
+    def mean_npub(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        x = values.astype(np.float64)
+        return [
+            float(tools.mean(x, epsilon=eps, bounds=(low, high), accountant=BudgetAccountant())) for _ in range(runs)
+        ]
+
+    def mean(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        x = values.astype(np.float64)
+        ones = np.ones_like(x)
+        out = []
+        for _ in range(runs):
+            acc = BudgetAccountant()
+            total = tools.sum(x, epsilon=eps / 2, bounds=(low, high), accountant=acc)
+            count = tools.count_nonzero(ones, epsilon=eps / 2, accountant=acc)
+            out.append(_ratio(float(total), float(count), low, high))
+        return out
+
+    return {"diffprivlib": {"median": median, "mean": mean}, "diffprivlib_npub": {"mean": mean_npub}}
+
+
+def _pydp() -> dict[str, dict[str, Release]]:
+    from pydp.algorithms.laplacian import BoundedMean, Median
+
+    info(f"anchor pydp (python-dp) {_version('python-dp')}")
+
+    def median(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        x = values.astype(np.float64).tolist()
+        return [
+            float(Median(epsilon=eps, lower_bound=low, upper_bound=high, dtype="float").quick_result(x))
+            for _ in range(runs)
+        ]
+
+    def mean(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+        x = values.astype(np.float64).tolist()
+        return [
+            float(BoundedMean(epsilon=eps, lower_bound=low, upper_bound=high, dtype="float").quick_result(x))
+            for _ in range(runs)
+        ]
+
+    return {"pydp": {"median": median, "mean": mean}}
+
+
+def _pipelinedp() -> dict[str, dict[str, Release]]:
+    import pipeline_dp
+
+    info(f"anchor pipelinedp {_version('pipeline-dp')}")
+
+    def runner(metric: object, field_name: str) -> Release:
+        def release(values: np.ndarray, eps: float, low: float, high: float, runs: int) -> list[float]:
+            runs = min(runs, max(20, PIPELINEDP_MAX_ROWS // values.size))
+            per_batch = max(1, min(runs, 200_000 // values.size))
+            out: list[float] = []
+            x = values.astype(np.float64).tolist()
+            while len(out) < runs:
+                copies = min(per_batch, runs - len(out))
+                accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=eps, total_delta=0)
+                engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+                params = pipeline_dp.AggregateParams(
+                    noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+                    metrics=[metric],
+                    max_partitions_contributed=1,
+                    max_contributions_per_partition=1,
+                    min_value=low,
+                    max_value=high,
+                )
+                rows = [(c, i, v) for c in range(copies) for i, v in enumerate(x)]
+                extractors = pipeline_dp.DataExtractors(
+                    privacy_id_extractor=lambda r: (r[0], r[1]),
+                    partition_extractor=lambda r: r[0],
+                    value_extractor=lambda r: r[2],
+                )
+                result = engine.aggregate(rows, params, extractors, public_partitions=list(range(copies)))
+                accountant.compute_budgets()
+                out.extend(float(getattr(m, field_name)) for _, m in sorted(result))
+            return out
+
+        return release
+
+    return {
+        "pipelinedp": {
+            "median": runner(pipeline_dp.Metrics.PERCENTILE(50), "percentile_50"),
+            "mean": runner(pipeline_dp.Metrics.MEAN, "mean"),
+        }
+    }
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def summary(errors: np.ndarray) -> tuple[float, float]:
+    return float(np.median(errors)), float(np.percentile(errors, 90))
+
+
+def _clean(error: float, tol: float) -> float:
+    """An error below ``tol`` (TOLERANCE x the domain width: float round-off) counts as exact."""
+    return 0.0 if error < tol else error
+
+
+def ratio(mine: float, best: float) -> float:
+    if best == 0:
+        return 1.0 if mine == 0 else math.inf
+    return mine / best
+
+
+def fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000 or abs(x) < 0.01:
+        return f"{x:.3g}"
+    return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def main() -> int:
+    warnings.simplefilter("ignore")
+    print(f"INFO RUNS={RUNS} PIPELINEDP_MAX_ROWS={PIPELINEDP_MAX_ROWS} dpsense {_version('dpsense')}")
+    anchors = load_anchors()
+    cells = panel()
+    dps = DPSense()
+    results: dict[tuple[str, str, float], Result] = {}
+    runs_used: dict[tuple[str, str, str, float], int] = {}
+    try:
+        for cell in cells:
+            for eps in EPSILONS:
+                for stat in STATS:
+                    key = (stat, cell.name, eps)
+                    res = Result()
+                    started = time.perf_counter()
+                    released, mechanisms = [], []
+                    for _ in range(RUNS):
+                        value, mech = dps.release(cell, stat, eps)
+                        released.append(value)
+                        mechanisms.append(mech)
+                    res.errors["dpsense"] = errors(stat, cell.values, released)
+                    res.mechanism = "/".join(dict.fromkeys(mechanisms))
+                    timing = [f"dpsense {time.perf_counter() - started:.1f}s"]
+                    for name, stats in anchors.items():
+                        if stat not in stats:
+                            continue
+                        started = time.perf_counter()
+                        try:
+                            out = stats[stat](cell.values, eps, cell.low, cell.high, RUNS)
+                        except Exception as exc:  # an anchor that fails on a cell is reported, not fatal
+                            info(f"{name} failed on {stat}/{cell.name}/ε={eps}: {type(exc).__name__}: {exc}")
+                            continue
+                        res.errors[name] = errors(stat, cell.values, out)
+                        runs_used[(name, stat, cell.name, eps)] = len(out)
+                        timing.append(f"{name} {time.perf_counter() - started:.1f}s")
+                    results[key] = res
+                    info(f"cell {stat}/{cell.name}/ε={eps} done: {', '.join(timing)}")
+        count_int = dps.count_is_integer(cells[0])
+    finally:
+        dps.close()
+
+    names = ["dpsense", *anchors]
+    worst: dict[str, float] = {}
+    wins: dict[tuple[str, float], list[str]] = {}
+    strict: dict[tuple[str, float], list[str]] = {}
+    for stat in STATS:
+        cols = [n for n in names if any(n in results[(stat, c.name, e)].errors for c in cells for e in EPSILONS)]
+        print()
+        print(f"== {stat}: median |error| (p90) over the runs; ratio = dpsense / best n-private anchor ==")
+        header = ["dataset", "eps", "truth", *cols, "dpsense mechanism", "ratio"]
+        rows = []
+        worst[stat] = 0.0
+        for cell in cells:
+            for eps in EPSILONS:
+                res = results[(stat, cell.name, eps)]
+                row = [cell.name, f"{eps:g}", fmt(truth(stat, cell.values))]
+                for n in cols:
+                    if n in res.errors:
+                        med, p90 = summary(res.errors[n])
+                        used = runs_used.get((n, stat, cell.name, eps), RUNS)
+                        suffix = "" if used == RUNS else f" [{used} runs]"
+                        row.append(f"{fmt(med)} ({fmt(p90)}){suffix}")
+                    else:
+                        row.append("-")
+                tol = TOLERANCE * cell.width
+                mine, mine90 = (_clean(v, tol) for v in summary(res.errors["dpsense"]))
+                others = [summary(e) for n, e in res.errors.items() if n != "dpsense" and n not in N_PUBLIC]
+                eligible = [_clean(med, tol) for med, _ in others]
+                if eligible:
+                    r = ratio(mine, min(eligible))
+                    worst[stat] = max(worst[stat], r)
+                    if all(mine * WIN_FACTOR <= e for e in eligible) and mine < min(eligible):
+                        wins.setdefault((cell.name, eps), []).append(stat)
+                        p90s = [_clean(p90, tol) for _, p90 in others]
+                        if all(mine90 * WIN_FACTOR <= e for e in p90s) and mine90 < min(p90s):
+                            strict.setdefault((cell.name, eps), []).append(stat)
+                    row += [res.mechanism, fmt(r)]
+                else:
+                    row += [res.mechanism, "n/a"]
+                rows.append(row)
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        for r in [header, *rows]:
+            print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    print()
+    for (name, eps), stats in sorted(wins.items()):
+        info(f"data-dependent win (>= {WIN_FACTOR:g}x better than every anchor): {name} ε={eps:g}: {', '.join(stats)}")
+    info(
+        f"of these, {len(strict)} cell(s) also have a p90 |error| >= {WIN_FACTOR:g}x better than every anchor's "
+        f"(a median-only win can be a release clamped at a domain edge, whose error saturates): "
+        + (", ".join(f"{n} ε={e:g}: {'+'.join(s)}" for (n, e), s in sorted(strict.items())) or "none")
+    )
+    if not anchors:
+        info("no anchor importable: the ratio targets compare against nothing (reported as inf)")
+    print(f"TARGET median_worst_ratio_vs_best_anchor {fmt(worst['median'] if anchors else math.inf)} <= 1.1")
+    print(f"TARGET mean_private_n_worst_ratio {fmt(worst['mean'] if anchors else math.inf)} <= 1.1")
+    print(f"TARGET data_dependent_wins {len(wins)} >= 3")
+    print(f"TARGET count_integer_noise {int(count_int)} >= 1")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
