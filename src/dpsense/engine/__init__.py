@@ -1,9 +1,12 @@
 """Layer 2: the engine seam, the few relational steps a release runs on private data.
 
-``Engine`` is the typed protocol; ``DuckDBEngine`` the reference implementation (in-process DuckDB,
-``pip install dpsense[duckdb]``); ``SparkEngine`` runs the same steps on Apache Spark (``pip install
-dpsense[spark]``). Both can follow the portable rules (``DuckDBEngine(portable=True)``; Spark always),
-under which the same data, salt and request keep the same rows on either engine.
+``Engine`` is the typed protocol, both of its sides: ``StewardEngine`` (the steps that load and
+prepare a snapshot, at registration and when a Session attaches it) and ``ReleaseEngine`` (the steps a
+release runs on it). ``DuckDBEngine`` is the reference implementation (in-process DuckDB, ``pip install
+dpsense[duckdb]``, in ``engine/duckdb``); ``SparkEngine`` runs the same steps on Apache Spark (``pip
+install dpsense[spark]``, in ``engine/spark``); the SQL text is in ``engine/sql``. Both can follow
+the portable rules (``DuckDBEngine(portable=True)``; Spark always), under which the same data, salt
+and request keep the same rows on either engine.
 
 Steps: ``register`` a source (public schema back, never counts); for the steward at registration
 ``fingerprint`` (keyed, order-independent, the same on every engine), ``data_quality`` (NULL, NaN
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from dpsense.engine._checks import predicates as check_predicates
 from dpsense.engine._errors import CollectLimitExceeded, UnknownColumn, UnknownTable
-from dpsense.engine._protocol import Engine
+from dpsense.engine._protocol import Engine, ReleaseEngine, StewardEngine
 from dpsense.engine._types import (
     Aggregate,
     BoundedView,
@@ -78,8 +81,10 @@ __all__ = [
     "GroupRow",
     "OrderStatisticsWindow",
     "Predicate",
+    "ReleaseEngine",
     "SharedTable",
     "SparkEngine",
+    "StewardEngine",
     "TableInfo",
     "UnknownColumn",
     "UnknownTable",

@@ -3,6 +3,10 @@
 Every engine implements all of it (a backend that raises NotImplementedError for part of the seam is
 not a backend); ``tests/conformance`` runs one suite over every engine. The engine knows no DP math:
 it bounds contributions, clips, aggregates exactly, and hands small results back to numpy.
+
+The seam has two sides: ``StewardEngine``, the steps that load and prepare a snapshot (registration,
+and a Session attaching a registered snapshot), and ``ReleaseEngine``, the steps a release runs on a
+prepared snapshot. ``Engine`` is both; code that needs only one side is typed with it.
 """
 
 from __future__ import annotations
@@ -27,23 +31,17 @@ from dpsense.engine._types import (
 
 
 @runtime_checkable
-class Engine(Protocol):
-    """A data engine behind dpsense (DuckDB embedded; Spark for data beyond one machine).
+class StewardEngine(Protocol):
+    """The steps that load and prepare a snapshot: the steward's at registration, a Session's at attach.
 
-    Rules every implementation keeps:
-    - deterministic: the only randomness is the caller's secret ``salt`` (never logged, stored in a
-      view definition, or returned);
-    - errors are ``UsageError`` subclasses judged from the public schema and never contain data values
-      (the one error that depends on the data, ``CollectLimitExceeded``, is charged by the caller);
-    - temporary relations are removed by ``drop``, at the end of ``release_scope()`` and by ``close``.
+    ``register`` a source (its public schema back), check it (``fingerprint``, ``data_quality``,
+    ``unit_count``: each reads every row and says who may see its output), apply the steward's
+    policies (``apply_policies``) and index it on its privacy unit (``index_units``); ``forget``
+    unregisters it.
     """
 
     def register(self, name: str, source: object) -> TableInfo:
         """Register ``source`` (pandas/pyarrow table, CSV or Parquet path, engine table name) as ``name``."""
-        ...
-
-    def table_info(self, name: str) -> TableInfo:
-        """The public schema of a registered table."""
         ...
 
     def forget(self, table: str) -> None:
@@ -118,6 +116,15 @@ class Engine(Protocol):
         it reads and rewrites every row. The engine remembers the unit column per table; indexing
         again (on any column) replaces the index, and ``apply_policies`` drops it.
         """
+        ...
+
+
+@runtime_checkable
+class ReleaseEngine(Protocol):
+    """The steps a release runs on a prepared snapshot: bound, aggregate, select, collect, clean up."""
+
+    def table_info(self, name: str) -> TableInfo:
+        """The public schema of a registered table."""
         ...
 
     def bounded_rows(
@@ -236,3 +243,16 @@ class Engine(Protocol):
     def close(self) -> None:
         """Drop every temporary relation and registered copy; release the engine's resources."""
         ...
+
+
+@runtime_checkable
+class Engine(ReleaseEngine, StewardEngine, Protocol):
+    """A data engine behind dpsense, both sides of the seam (DuckDB embedded; Spark beyond one machine).
+
+    Rules every implementation keeps:
+    - deterministic: the only randomness is the caller's secret ``salt`` (never logged, stored in a
+      view definition, or returned);
+    - errors are ``UsageError`` subclasses judged from the public schema and never contain data values
+      (the one error that depends on the data, ``CollectLimitExceeded``, is charged by the caller);
+    - temporary relations are removed by ``drop``, at the end of ``release_scope()`` and by ``close``.
+    """

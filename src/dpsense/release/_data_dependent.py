@@ -25,7 +25,7 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
-from dpsense.engine import BoundedView, Engine, count_present, count_units
+from dpsense.engine import BoundedView, ReleaseEngine, count_present, count_units
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
 from dpsense.sensitivity.graph import UndirectedGraph
@@ -47,7 +47,7 @@ from dpsense.statistics._steps import (
 class DataDependentSteps(ABC):
     """The data-dependent handlers of a release runner (mixed into ``_executor._Runner``)."""
 
-    engine: Engine
+    engine: ReleaseEngine
     group_column: str | None
     keys: list[Any] | None
     plan: Plan
@@ -321,7 +321,9 @@ class _EngineRanks:
     noisy count releases, so ranks 1..size are exactly the values the collected column would hold.
     """
 
-    def __init__(self, engine: Engine, view: BoundedView, column: str, bounds: tuple[float, float], size: int) -> None:
+    def __init__(
+        self, engine: ReleaseEngine, view: BoundedView, column: str, bounds: tuple[float, float], size: int
+    ) -> None:
         self._engine, self._view, self._column = engine, view, column
         self._bounds = bounds
         self._size = size

@@ -22,7 +22,7 @@ from pathlib import Path
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import DPSenseError, InvalidData, InvalidPrivacyParameter, RegistrationConflict, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.engine import ClippedSum, Engine
+from dpsense.engine import ClippedSum, StewardEngine
 from dpsense.ledger import Ledger
 from dpsense.noise.entropy import random_bytes
 from dpsense.query import Query, Schema
@@ -73,7 +73,7 @@ class Declaration:
 
 def register(
     ledger: Ledger,
-    engine: Engine,
+    engine: StewardEngine,
     name: str,
     *,
     source: object,
@@ -206,7 +206,7 @@ def check_kept_budget(ledger: Ledger, name: str, policy: PrivacyPolicy) -> None:
         ) from None
 
 
-def check_population(engine: Engine, table: str, *, unit: str, population: int) -> None:
+def check_population(engine: StewardEngine, table: str, *, unit: str, population: int) -> None:
     """Refuse a snapshot holding more distinct units than the policy's declared population.
 
     The population is the public bound every release relies on (δ below 1/population, the collect
@@ -223,7 +223,7 @@ def check_population(engine: Engine, table: str, *, unit: str, population: int) 
         )
 
 
-def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, snapshot: str | None) -> Dataset:
+def attach(ledger: Ledger, engine: StewardEngine, name: str, *, source: object | None, snapshot: str | None) -> Dataset:
     """Load a registered snapshot into ``engine``; refuse data whose fingerprint differs."""
     stored = ledger.profile(name, snapshot)
     profile = Profile.from_json(stored.profile)
@@ -247,7 +247,7 @@ def attach(ledger: Ledger, engine: Engine, name: str, *, source: object | None, 
     return dataset
 
 
-def prepare(engine: Engine, table: str, profile: Profile) -> None:
+def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
     """Apply the data policies, then index the snapshot on its privacy unit (a secret order per process).
 
     The clipped sum of every column with declared bounds (the sum, mean and variance steps use it
@@ -271,7 +271,7 @@ def declared_sums(profile: Profile) -> list[ClippedSum]:
     return sums
 
 
-def apply_policies(engine: Engine, table: str, profile: Profile) -> None:
+def apply_policies(engine: StewardEngine, table: str, profile: Profile) -> None:
     """Apply the declared drop and clamp policies to the engine's snapshot of the data."""
     drop_missing = [profile.unit] if profile.unit_policy == "drop" else []
     drop = [n for n, c in sorted(profile.columns.items()) if c.policy == "drop"]

@@ -32,9 +32,9 @@ from dpsense.core.errors import InternalError, UnsupportedRequest
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
-    Engine,
     GroupRow,
     Predicate,
+    ReleaseEngine,
     predicate,
 )
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
@@ -81,7 +81,7 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
 
 
 def execute(
-    engine: Engine,
+    engine: ReleaseEngine,
     table: str,
     *,
     ir: QueryIR,
@@ -160,7 +160,7 @@ class _Runner(DataDependentSteps):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: ReleaseEngine,
         table: str,
         unit: str,
         salt: bytes,

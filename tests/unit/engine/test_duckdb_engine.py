@@ -28,7 +28,18 @@ def test_exported_members() -> None:
 
 def test_duckdb_engine_satisfies_the_protocol() -> None:
     with DuckDBEngine() as e:
-        assert isinstance(e, Engine)
+        assert isinstance(e, Engine) and isinstance(e, eng.ReleaseEngine) and isinstance(e, eng.StewardEngine)
+
+
+def test_the_protocol_is_its_two_sides() -> None:
+    def steps(protocol: type) -> set[str]:
+        return {name for name in vars(protocol) if not name.startswith("_")}
+
+    release, steward = steps(eng.ReleaseEngine), steps(eng.StewardEngine)
+    assert not release & steward
+    assert {"bounded_rows", "collect", "release_scope", "close"} <= release
+    assert {"register", "fingerprint", "index_units", "forget"} <= steward
+    assert Engine.__bases__[:2] == (eng.ReleaseEngine, eng.StewardEngine) and not steps(Engine)
 
 
 def test_register_existing_duckdb_table_and_leave_a_shared_connection_open() -> None:
