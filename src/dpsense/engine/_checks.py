@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UnsupportedRequest, UsageError
 from dpsense.engine._errors import UnknownColumn
 from dpsense.engine._types import (
@@ -44,7 +45,7 @@ _VALUE_TYPES: dict[str, tuple[type, ...]] = {
 
 def positive_int(value: object, what: str) -> int:
     """``value`` when it is an int >= 1 (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not integer_in(value, 1):
         raise UsageError(f"{what} must be a positive integer", value, f"pass an int >= 1 as {what}")
     return value
 

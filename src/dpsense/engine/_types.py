@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidBounds, UsageError
 
 #: Largest |grid units| one clipped value may take, so that a sum over < 2**64 rows fits in 128 bits.
@@ -264,7 +265,7 @@ class ClippedSum:
 
     def __post_init__(self) -> None:
         e = self.grid_exponent
-        if isinstance(e, bool) or not isinstance(e, int) or not MIN_GRID_EXPONENT <= e <= MAX_GRID_EXPONENT:
+        if not integer_in(e, MIN_GRID_EXPONENT, MAX_GRID_EXPONENT):
             raise UsageError(
                 "the fixed-point grid is 2**grid_exponent with an integer exponent in [-1000, 1000]",
                 e,

@@ -32,6 +32,7 @@ import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import InternalError, InvalidData, UnsupportedRequest, UsageError
 from dpsense.engine import _checks, _portable
 from dpsense.engine._checks import MIN_SECRET_BYTES as MIN_SALT_BYTES
@@ -530,9 +531,9 @@ class DuckDBEngine(DuckDBStewardSteps):
         relation, view_params = self._check_view(view)
         _checks.require_numeric(view.schema, column)
         bounds = Clip(column, low, high)
-        if isinstance(rank, bool) or not isinstance(rank, int):
+        if not integer_in(rank):
             raise UsageError("rank must be an integer (1-based)", rank, "pass an int")
-        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+        if not integer_in(width, 0):
             raise UsageError("width must be a non-negative integer", width, "pass an int >= 0")
         params: dict[str, object] = {
             "lo": bounds.low,

@@ -41,6 +41,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
+from dpsense.core.checks import integer_in
 from dpsense.core.errors import DPSenseError, InternalError, InvalidData, UnsupportedRequest, UsageError
 from dpsense.engine import _checks, _portable
 from dpsense.engine._errors import CollectLimitExceeded, UnknownTable
@@ -448,9 +449,9 @@ class SparkEngine:
         frame = self._check_view(view)
         info = _checks.require_numeric(view.schema, column)
         bounds = Clip(column, low, high)
-        if isinstance(rank, bool) or not isinstance(rank, int):
+        if not integer_in(rank):
             raise UsageError("rank must be an integer (1-based)", rank, "pass an int")
-        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+        if not integer_in(width, 0):
             raise UsageError("width must be a non-negative integer", width, "pass an int >= 0")
         values = frame.where(~_expr.is_missing(info)).select(
             _expr.clipped_value(column, bounds.low, bounds.high).alias("__dps_v")
