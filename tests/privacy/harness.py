@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 
 import dpsense as dp
 from dpsense import mechanisms as mech
+from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import ChargedFailure, DPSenseError
 from dpsense.engine.duckdb._engine import DuckDBEngine
 from dpsense.noise.testing import deterministic_entropy
@@ -319,10 +320,12 @@ def capturing() -> Iterator[Capture]:
 
         original_order = _data_dependent.order_release
 
-        def order_release(step: PlanStep, x: Any, q: Fraction, bounds: Any, eps: Fraction, adj: Any) -> Any:
+        def order_release(
+            step: PlanStep, x: Any, q: Fraction, bounds: Any, eps: Fraction, adj: Any, *, integers: bool = False
+        ) -> Any:
             cap.pending = cap.add("order", step, _materialize(x), q=q, bounds=bounds, eps=eps)
             try:
-                return original_order(step, x, q, bounds, eps, adj)
+                return original_order(step, x, q, bounds, eps, adj, integers=integers)
             finally:
                 cap.pending = None
 
@@ -600,17 +603,38 @@ def _law(cells: list[int], resolution: int, log_weight: Callable[[int], float]) 
     return Law(tuple(points[:-1]), resolution, log_weight, log_z)
 
 
-def em_law(values: F64, *, q: Fraction, epsilon: Fraction, low: float, high: float) -> Law:
-    """Smith's EM quantile over public cells: p(c) ~ exp(-eps |r(c) - q n| / 2), r(c) = records in cells below c."""
-    cells = to_cells(values, low, high)
+def em_law(
+    values: F64,
+    *,
+    q: Fraction,
+    epsilon: Fraction,
+    low: float,
+    high: float,
+    add_remove: bool = False,
+    integers: bool = False,
+) -> Law:
+    """Smith's EM quantile with tie-aware ranks, written from its definition (not from the sampler).
+
+    p(c) ~ exp(-eps dist(q n, [#{< c}, #{<= c}]) / (2 Δu)) over the public candidates (2^32 cells of
+    [L, U], or the integers of [L, U]); Δu = max(q, 1 - q) under add/remove, else 1.
+    """
+    if integers:
+        first, last = math.ceil(low), math.floor(high)
+        cells = sorted(round(min(max(float(v), first), last)) - first for v in values)
+        resolution = last - first + 1
+    else:
+        cells, resolution = to_cells(values, low, high), RESOLUTION
     n = len(cells)
     eps = Fraction(epsilon)
+    sens = max(q, 1 - q) if add_remove else Fraction(1)
 
     def log_weight(c: int) -> float:
         below = sum(1 for x in cells if x < c)
-        return -float(eps * abs(Fraction(below) - q * n) / 2)
+        at_most = sum(1 for x in cells if x <= c)
+        dist = max(below - q * n, q * n - at_most, Fraction(0))
+        return -float(eps * dist / (2 * sens))
 
-    return _law(cells, RESOLUTION, log_weight)
+    return _law(cells, resolution, log_weight)
 
 
 def inverse_sensitivity_law(values: F64, *, rank: int, epsilon: Fraction, low: float, high: float) -> Law:
@@ -766,10 +790,12 @@ def _exact_law(call: Call) -> Law | None:
     if found is None:
         return uniform_law() if call.values.size == 0 else None
     name, kw, values = found
-    if kw.get("resolution", RESOLUTION) != RESOLUTION:
+    if (kw.get("resolution") or RESOLUTION) != RESOLUTION:
         return None
     if name == "em_quantile":
-        return em_law(values, q=Fraction(kw["q"]), epsilon=Fraction(kw["epsilon"]), low=low, high=high)
+        add_remove = kw.get("adjacency") is Adjacency.ADD_REMOVE
+        q, eps, integers = Fraction(kw["q"]), Fraction(kw["epsilon"]), bool(kw.get("integers"))
+        return em_law(values, q=q, epsilon=eps, low=low, high=high, add_remove=add_remove, integers=integers)
     if name == "inverse_sensitivity_order_statistic":
         return inverse_sensitivity_law(
             values, rank=int(kw["rank"]), epsilon=Fraction(kw["epsilon"]), low=low, high=high

@@ -8,6 +8,7 @@ the audit must flag them (lower bound above the claim); they show the audit has 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from dpsense.accounting.zcdp import zcdp_to_approx_tight
 from dpsense.audit._types import F64, AuditRow, Sampler, Scenario, run_audit
+from dpsense.core.adjacency import Adjacency
 from dpsense.mechanisms.approx_bounds import approx_bounds
 from dpsense.mechanisms.discrete import discrete_gaussian, geometric
 from dpsense.mechanisms.gaussian import gaussian
@@ -31,11 +33,26 @@ def _pair(fn: Callable[[Any], Any], x: float, y: float) -> Sampler:
 
 
 def _em_quantile(n: int) -> tuple[F64, F64]:
-    # The worst replace pair on 8 cells found by exhaustive search (true loss 0.903 ε).
+    # The worst replace pair on 8 cells found by exhaustive search (true loss 0.868 ε).
     x, y = [6.5, 6.5, 6.5, 6.5, 7.5], [0.5, 6.5, 6.5, 6.5, 6.5]
 
     def draw(data: list[float]) -> F64:
         return np.asarray([em_quantile(data, q=0.25, bounds=(0, 8), epsilon=1, resolution=8).value for _ in range(n)])
+
+    return draw(x), draw(y)
+
+
+def _em_median_add_remove(n: int, *, claimed: float = 1.0) -> tuple[F64, F64]:
+    # The worst add/remove pair on 8 cells at Δu = max(q, 1 - q) = 1/2 whose worst cell has probability
+    # >= 0.03 on both sides (exhaustive search over n <= 6: true loss 0.840 ε; 1.69 ε at twice the rate).
+    x, y = [0.5], [0.5, 6.5]
+
+    def draw(data: list[float]) -> F64:
+        out = [
+            em_quantile(data, q=0.5, bounds=(0, 8), epsilon=claimed, resolution=8, adjacency=Adjacency.ADD_REMOVE)
+            for _ in range(n)
+        ]
+        return np.asarray([r.value for r in out])
 
     return draw(x), draw(y)
 
@@ -107,6 +124,23 @@ def classical_scenarios() -> list[Scenario]:
             slow=True,  # one call of the public function per output
         ),
         Scenario("em_quantile", 1.0, 0.0, "q=1/4, (6.5 x4, 7.5) vs (0.5, 6.5 x4) on [0,8]", _em_quantile, slow=True),
+        Scenario(
+            "em_quantile add/remove",
+            1.0,
+            0.0,
+            "median, Δu = 1/2: (0.5) vs (0.5, 6.5) on [0,8]",
+            _em_median_add_remove,
+            slow=True,
+        ),
+        Scenario(
+            "control: EM median at twice its ε",
+            1.0,
+            0.0,
+            "the add/remove pair above, run at ε = 2 (claims 1)",
+            functools.partial(_em_median_add_remove, claimed=2.0),
+            control=True,
+            slow=True,
+        ),
         Scenario(
             "control: Laplace at half the scale",
             1.0,

@@ -1,64 +1,22 @@
-"""Quantiles by the exponential mechanism over sorted intervals (Smith 2011), sampled exactly.
+"""Quantiles by the exponential mechanism over public candidates (Smith 2011), sampled exactly.
 
-**Mechanism.** Public bounds [L, U] are cut into K equal cells (``resolution``, public). Each value is
-clipped to [L, U] and mapped to its cell. For an output cell c let ``r(c)`` be the number of records
-in cells strictly below c; the utility is ``u(c) = -|r(c) - q n|`` and cell c is chosen with
-probability proportional to ``exp(-epsilon |r(c) - q n| / 2)`` (exponential mechanism, counting base
-measure on the K cells). The cells with ``r(c) = i`` form the run ``c_(i) < c <= c_(i+1)`` between
-consecutive sorted data cells (``c_(0) = -1``, ``c_(n+1) = K - 1``), so the mechanism picks run i
-with weight ``(c_(i+1) - c_(i)) exp(-epsilon |i - q n| / 2)`` -- the interval construction of Smith
-2011 used by diffprivlib, with cell counts as interval lengths -- then a uniform cell of the run. The
-released value is the chosen cell's midpoint, a function of the cell alone (post-processing).
-
-**Guarantee.** epsilon-DP for one record under add/remove and under replace adjacency (DR Thm 3.10
-with Delta u = 1): replacing one record moves every r(c) by at most 1 with n fixed; adding or
-removing one moves r(c) by 0 or 1 and q n by q, so |Delta u| <= max(q, 1 - q) <= 1 (docs/math/index.md
-section 8). The candidate cells depend only on (L, U, K). A privacy unit owning up to C records moves
-every r(c) by up to C: the guarantee is then C epsilon-DP (group privacy). ``em_quantiles`` runs one
-such mechanism per requested quantile with epsilon / k each: epsilon-DP in total by basic composition
-(DR Thm 3.16); diffprivlib splits the same way.
-
-**Why cells, not a uniform real point of the chosen interval.** The continuous version outputs a
-uniform point of ``[z_i, z_(i+1)]`` where the ``z`` are data values. That is not post-processing of
-the index: the interval's endpoints are private, and a float64 point ``z_i + V (z_(i+1) - z_i)`` can
-only land on a data-dependent set of doubles, so an output possible under x can be impossible under
-a neighbour (Mironov's attack, CCS 2012, transposed to the exponential mechanism; Ilvento, CCS 2020).
-With public cells every possible output has positive probability under every dataset and the
-distribution is sampled exactly (``dpsense.noise.categorical`` for the run, an exact uniform integer
-for the cell).
-
-**Accuracy (public).** By DR Thm 3.11 with K candidates: with probability at least 1 - beta,
-``|r(c) - q n| <= min_c' |r(c') - q n| + (2 / epsilon) ln(K / beta)``. The first term is data-dependent
-(at most 1/2 when the records fall in distinct cells; larger with ties); the second is public and is
-reported in ``details`` as ``rank_excess_bound``. ``accuracy`` is None: the error is in rank units,
-and translating it into value units needs the data's density near the quantile.
-
-**No records.** With n = 0 there is one run (all K cells, r(c) = 0 = q n), so every utility is 0
-and the output is a uniform public cell: the definition above, not a special case, and the same
-epsilon (a neighbour has one record, and |Delta u| <= 1 still holds).
-
-**Exact exponents for every q and n.** With q = num/den, ``|i - q n| = E_i / den`` for the integer
-``E_i = |i den - num n|``. The sampler needs int64 exponents with one rational rate, so the
-exponents are taken on a public grid of step 1/D: ``P_i = floor(E_i D / den)`` with rate
-epsilon/(2 D), and run i, proposed with weight ``len_i exp(-epsilon P_i / (2 D))``, is accepted with
-probability ``exp(-epsilon (E_i D - P_i den) / (2 den D))`` (exact Bernoulli, ``dpsense.noise.exact``);
-a rejected proposal is drawn again. Accepted runs have weight ``len_i exp(-epsilon E_i / (2 den))``
-exactly, whatever D. ``D = den`` when den <= 2^20 (then ``P_i = E_i`` and every proposal is accepted:
-the single exact draw), else ``D = 2^20`` (acceptance >= exp(-epsilon / 2^21)); D is halved only
-for n >= 2^41 records, to keep (n + 1) D <= 2^61. The output law is therefore the same for every D,
-the choice depends on q alone for every n an array can hold, and no q or n raises.
-
-**Time.** Sorting is O(n log n) (its duration varies mildly with the order of the data); the rest is
-vectorised O(n) and depends on the data only through n, except for the categorical sampler's rare
-exact fallback, the rejection loop of the uniform cell draw (expected fewer than 2 rounds) and, when
-q's denominator exceeds 2^20 (a public fact), the exact acceptance step (one Bernoulli per proposal,
-a redraw with probability below epsilon / 2^21).
+Guarantee: ε-DP for one record (C records per unit: Cε by group privacy), under replace adjacency
+with utility sensitivity Δu = 1 and under add/remove with Δu = max(q, 1 − q) when the caller states it
+(``adjacency=Adjacency.ADD_REMOVE``: twice as sharp for the median). McSherry–Talwar 2007, Dwork–Roth
+Thm 3.10. The utility is −dist(q n, [records below c, records up to and in c]) over K public candidates
+(2^32 equal cells of [L, U], or the integers of [L, U] for an integer column), so a tie holding the
+target rank is answered at its own value. Several quantiles: ε / k each, basic composition (DR Thm 3.16).
+Output: the chosen cell's midpoint or integer, a function of the candidate alone (no private endpoints:
+Mironov's attack does not apply). Rank accuracy: (2Δu/ε) ln(K/β) beyond the best candidate (DR Thm 3.11).
+Exact sampling: integer exponents on a public grid with an exact acceptance step for long denominators.
+Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents) and §8.2 (ties, add/remove Δu,
+integer candidates).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -66,10 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike, to_fraction, widen
 from dpsense.core.privacy_loss import PureDP, check_epsilon
-from dpsense.mechanisms._validate import as_record_values, check_bounds_pair, check_resolution
+from dpsense.mechanisms._validate import MAX_CELLS, as_record_values, check_bounds_pair, check_resolution
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact
 from dpsense.noise.categorical import CategoricalSampler
@@ -79,9 +38,12 @@ I64 = NDArray[np.int64]
 
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
+#: The mechanism's version: @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens
+#: the weights under add/remove; @1 gave every cell the rank of the records strictly below it.
+MECHANISM = "quantile/em-cells-exact@2"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
-#: Largest grid denominator D of the exponents (module docstring, "Exact exponents").
+#: Largest grid denominator D of the exponents (docs/math/exponential-mechanism.md §8.1, "Exact exponents").
 _GRID = 1 << 20
 #: Exponents stay below (n + 1) D <= 2^61 (int64 prefix sums and shifts in the sampler).
 _EXPONENT_LIMIT = 1 << 61
@@ -102,6 +64,18 @@ def _check_q(q: NumberLike) -> Fraction:
     if not 0 <= value <= 1:
         raise UsageError("q must lie in [0, 1]", q, "pass the quantile as a fraction, e.g. q=0.5 for the median")
     return value
+
+
+def utility_sensitivity(q: Fraction, adjacency: Adjacency | None) -> Fraction:
+    """Δu of the rank utility for one record: max(q, 1 − q) under add/remove, 1 otherwise.
+
+    Adding or removing a record moves every rank count by 0 or 1 and q n by q, so the utility moves by
+    at most max(q, 1 − q); replacing one (n fixed) moves the counts by at most 1
+    (docs/math/exponential-mechanism.md §8.2). ``None`` (adjacency not stated) takes 1, valid under both.
+    """
+    if adjacency is Adjacency.ADD_REMOVE:
+        return max(q, 1 - q)
+    return Fraction(1)
 
 
 def record_values(values: ArrayLike) -> NDArray[np.float64]:
@@ -125,22 +99,46 @@ def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _C
     return _Cells(low, high, resolution, cells)
 
 
+def integer_candidates(bounds: tuple[float, float]) -> tuple[int, int]:
+    """The integers ⌈L⌉ .. ⌊U⌋ of public bounds, the candidates of an integer column; refused when none."""
+    low, high = check_bounds_pair(bounds)
+    first, last = math.ceil(low), math.floor(high)
+    if first > last or last - first + 1 > MAX_CELLS:
+        raise UsageError(
+            "integer candidates need 1 to 2^52 integers within the bounds",
+            (low, high),
+            "widen the bounds to hold an integer, or use cells (integers=False)",
+        )
+    return first, last
+
+
+def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
+    """Each record rounded to the nearest integer candidate (per record: a public map), cell = value - first."""
+    array = record_values(values)
+    cells = (np.rint(np.clip(array, first, last)) - first).astype(np.int64)
+    cells.sort()
+    return _Cells(float(first), float(last), last - first + 1, cells)
+
+
 @dataclass(frozen=True)
 class _RankTable:
-    """The runs' base measures, first cells and grid exponents, and the exact acceptance step.
+    """The segments' base measures, first cells and grid exponents, and the exact acceptance step.
 
-    Run i (``i`` records below its cells) is proposed with weight ``lengths[i] exp(-rate exponents[i])``
-    and accepted with probability ``exp(-accept_below)`` when ``i < split`` and ``exp(-accept_above)``
-    otherwise (both exact Fractions, 0 when D is a multiple of den).
+    Segment j is proposed with weight ``lengths[j] exp(-rate exponents[j])`` and accepted with
+    probability ``exp(-accept_below)`` when ``sides[j] == BELOW``, ``exp(-accept_above)`` when ``ABOVE``
+    and always when ``EXACT`` (the Fractions are 0 when D is a multiple of den).
     """
 
     lengths: F64
     starts: I64
     exponents: I64
+    sides: NDArray[np.int8]
     rate: Fraction
-    split: int
     accept_below: Fraction
     accept_above: Fraction
+
+
+_BELOW, _ABOVE, _EXACT = 0, 1, 2
 
 
 def _grid(n: int, den: int) -> int:
@@ -151,44 +149,78 @@ def _grid(n: int, den: int) -> int:
     return grid
 
 
+def _segments(cells: _Cells) -> tuple[I64, I64, I64, I64]:
+    """Gaps and occupied cells in cell order: (starts, lengths, records below, records up to and in).
+
+    Gap j holds the empty cells between occupied cells d_j and d_(j+1) (both ranks: the records below);
+    occupied cell d_j holds its t_j tied records (ranks a_j and a_j + t_j).
+    """
+    distinct, counts = np.unique(cells.sorted_cells, return_counts=True)
+    through = np.cumsum(counts, dtype=np.int64)
+    below = through - counts
+    gap_starts = np.concatenate(([0], distinct + 1)).astype(np.int64)
+    gap_ends = np.concatenate((distinct - 1, [cells.resolution - 1])).astype(np.int64)
+    gap_ranks = np.concatenate(([0], through)).astype(np.int64)
+    m = distinct.size
+    starts = np.empty(2 * m + 1, dtype=np.int64)
+    lengths = np.empty(2 * m + 1, dtype=np.int64)
+    low_rank = np.empty(2 * m + 1, dtype=np.int64)
+    high_rank = np.empty(2 * m + 1, dtype=np.int64)
+    starts[0::2], lengths[0::2] = gap_starts, gap_ends - gap_starts + 1
+    low_rank[0::2] = high_rank[0::2] = gap_ranks
+    starts[1::2], lengths[1::2] = distinct, 1
+    low_rank[1::2], high_rank[1::2] = below, through
+    return starts, lengths, low_rank, high_rank
+
+
 def _rank_weights(cells: _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
-    """The exact rank table of the module docstring ("Exact exponents"), in Python ints where they are large."""
+    """The exact rank table (docs/math/exponential-mechanism.md §8.1, "Exact exponents"); large values as ints.
+
+    A segment with ranks [a, b] has utility -dist(q n, [a, b]): ``q n - b`` when b < q n (below),
+    ``a - q n`` when a > q n (above), else 0 (exact).
+    """
     n = cells.sorted_cells.size
     num, den = q.numerator, q.denominator
     grid = _grid(n, den)
     target = num * n  # q n = target / den
-    split = -((-target) // den)  # ceil(q n): runs i < split lie below q n
     low = (target * grid) // den  # floor(q n D)
     high = -((-target * grid) // den)  # ceil(q n D)
-    padded = np.concatenate(([-1], cells.sorted_cells, [cells.resolution - 1])).astype(np.int64)
-    lengths = np.diff(padded)
-    i = np.arange(n + 1, dtype=np.int64)
-    # P_i = floor(|i den - num n| D / den) = low - i D below q n and i D - high above (|.| <= (n + 1) D).
-    exponents = np.where(i < split, low - i * grid, i * grid - high).astype(np.int64)
-    scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E_i D - P_i den
+    split = -((-target) // den)  # ceil(q n): an integer rank v < split lies below q n
+    floor = target // den  # floor(q n): an integer rank v > floor lies above q n
+    starts, lengths, a, b = _segments(cells)
+    below = b < split
+    above = a > floor
+    sides = np.where(below, _BELOW, np.where(above, _ABOVE, _EXACT)).astype(np.int8)
+    exponents = np.where(below, low - b * grid, np.where(above, a * grid - high, 0)).astype(np.int64)
+    scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
     return _RankTable(
         lengths=lengths.astype(np.float64),
-        starts=padded[:-1] + 1,
+        starts=starts,
         exponents=exponents,
+        sides=sides,
         rate=epsilon / (2 * grid),
-        split=split,
         accept_below=scale * (target * grid - low * den),
         accept_above=scale * (high * den - target * grid),
     )
 
 
 def _accepted(table: _RankTable, runs: I64) -> NDArray[np.bool_]:
-    """The exact acceptance step of each proposed run (all True when both exponents are 0)."""
+    """The exact acceptance step of each proposed segment (all True when both residuals are 0)."""
     accept = np.ones(runs.size, dtype=np.bool_)
     for lane, run in enumerate(runs.tolist()):
-        x = table.accept_below if run < table.split else table.accept_above
+        side = int(table.sides[run])
+        x = table.accept_below if side == _BELOW else table.accept_above if side == _ABOVE else Fraction(0)
         if x:
             accept[lane] = exact.python_bernoulli_exp(x.numerator, x.denominator)
     return accept
 
 
 def _draw_cells(cells: _Cells, q: Fraction, epsilon: Fraction, size: int) -> I64:
-    """``size`` independent exact draws of the output cell (the mechanism's randomness)."""
+    """``size`` independent exact draws of the output cell (the mechanism's randomness).
+
+    ``epsilon`` is the rate of the utility in rank units: the privacy loss divided by the utility's
+    sensitivity (``utility_sensitivity``).
+    """
     table = _rank_weights(cells, q, epsilon)
     sampler = CategoricalSampler.build(table.lengths, table.exponents, table.rate)
     runs = sampler.draw(size)
@@ -207,29 +239,50 @@ def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:
     return np.clip(midpoint, low, high)
 
 
-def _details(epsilon: Fraction, resolution: int, low: float, high: float, split: int) -> dict[str, Any]:
+def _prepared(
+    values: ArrayLike, bounds: tuple[float, float], resolution: int | None, integers: bool
+) -> tuple[_Cells, Callable[[I64], F64]]:
+    """The records on their public candidates, and the map from a chosen cell to the released value."""
+    if integers:
+        if resolution is not None:
+            raise UsageError(
+                "integer candidates fix the resolution (one cell per integer)", resolution, "drop resolution="
+            )
+        first, last = integer_candidates(bounds)
+        return _to_integer_cells(values, first, last), lambda cell: (cell + first).astype(np.float64)
+    low, high = check_bounds_pair(bounds)
+    k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
+    return _to_cells(values, low, high, k), lambda cell: _cell_midpoints(cell, low, high, k)
+
+
+def _details(epsilon: Fraction, sensitivity: Fraction, cells: _Cells, count: int, integers: bool) -> dict[str, Any]:
     beta = 1.0 - REPORTED_CONFIDENCE
+    width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
     return {
-        "resolution": resolution,
-        "cell_width": (high * 0.5 - low * 0.5) * 2.0 / resolution,
+        "resolution": cells.resolution,
+        "candidates": "integers" if integers else "cells",
+        "cell_width": width,
         "epsilon_per_quantile": str(epsilon),
-        "rank_excess_bound": widen(2.0 / float(epsilon) * math.log(resolution / beta)),
+        "utility_sensitivity": str(sensitivity),
+        "rank_excess_bound": widen(2.0 * float(sensitivity / epsilon) * math.log(cells.resolution / beta)),
         "rank_excess_confidence": REPORTED_CONFIDENCE,
         "rank_statement": (
-            "with the stated confidence |r(c) - q n| <= min_c' |r(c') - q n| + rank_excess_bound, r(c) = number of "
-            "records in cells below the released cell (DR Thm 3.11); the min term is data-dependent (<= 1/2 when "
-            "records fall in distinct cells), so no value-unit accuracy is stated"
+            "with the stated confidence dist(q n, ranks(c)) <= min_c' dist(q n, ranks(c')) + rank_excess_bound, "
+            "ranks(c) = [records below the released cell, records up to and in it] (DR Thm 3.11); the min term is "
+            "0 when a candidate holds the target rank, so no value-unit accuracy is stated"
         ),
         "adjacency": "add/remove or replace of one record (C records per unit: C times the loss)",
-        "composition": f"basic composition of {split} mechanisms (DR Thm 3.16)" if split > 1 else "single mechanism",
-        "output": "midpoint of the chosen public cell",
+        "composition": f"basic composition of {count} mechanisms (DR Thm 3.16)" if count > 1 else "single mechanism",
+        "output": "the chosen integer" if integers else "midpoint of the chosen public cell",
     }
 
 
-def _guarantee(epsilon: Fraction, split: int) -> str:
-    what = "exponential-mechanism quantile (Smith 2011; McSherry-Talwar 2007, DR Thm 3.10, Delta u = 1)"
-    if split > 1:
-        what = f"{split} exponential-mechanism quantiles at epsilon/{split} each, basic composition (DR Thm 3.16)"
+def _guarantee(epsilon: Fraction, sensitivity: Fraction, count: int, adjacency: Adjacency | None) -> str:
+    what = f"exponential-mechanism quantile (Smith 2011; McSherry-Talwar 2007, DR Thm 3.10, Delta u = {sensitivity})"
+    if count > 1:
+        what = f"{count} exponential-mechanism quantiles at epsilon/{count} each, basic composition (DR Thm 3.16)"
+    if adjacency is Adjacency.ADD_REMOVE:
+        return f"{PureDP(epsilon)}-DP for one record under add/remove adjacency: {what}"
     return f"{PureDP(epsilon)}-DP for one record under add/remove and under replace adjacency: {what}"
 
 
@@ -239,20 +292,27 @@ def em_quantile(
     q: NumberLike,
     bounds: tuple[float, float],
     epsilon: NumberLike,
-    resolution: int = DEFAULT_RESOLUTION,
+    resolution: int | None = None,
+    adjacency: Adjacency | None = None,
+    integers: bool = False,
 ) -> MechanismResult:
     """An epsilon-DP q-quantile of ``values`` clipped to public ``bounds``, by the exponential mechanism.
 
-    Guarantee: epsilon-DP for one record under add/remove and replace adjacency (Smith 2011 interval
-    exponential mechanism; DR Thm 3.10 with Delta u = 1), sampled exactly over ``resolution`` public
-    cells of [L, U]; see the module docstring for the proof and the rank-accuracy statement.
+    Guarantee: epsilon-DP for one record under ``adjacency`` (Smith 2011 interval exponential
+    mechanism with tie-aware ranks; DR Thm 3.10 with Δu = max(q, 1 − q) under add/remove, 1 under
+    replace or when no adjacency is stated), sampled exactly over public candidates: ``resolution``
+    equal cells of [L, U], or the integers ⌈L⌉..⌊U⌋ with ``integers=True`` (an integer column's
+    declared kind). Proof: docs/math/exponential-mechanism.md §8.2.
 
     Args:
-        values: the records (1-D, no NaN; infinities are clipped). No records gives a uniform public cell.
+        values: the records (1-D, no NaN; infinities are clipped). No records gives a uniform candidate.
         q: the quantile in [0, 1] (``0.5`` is the median; converted exactly, 0.1 means 1/10).
         bounds: public clipping bounds (L, U), L <= U, finite.
         epsilon: privacy loss > 0.
-        resolution: number K of equal public output cells in [L, U] (1 <= K <= 2^52).
+        resolution: number K of equal public output cells in [L, U] (1 <= K <= 2^52; default 2^32).
+        adjacency: the neighbouring relation the guarantee must hold under; ``Adjacency.ADD_REMOVE``
+            sharpens the weights by 1 / max(q, 1 − q) (2x for the median). ``None``: valid under both.
+        integers: candidates are the integers in [L, U] (records rounded to the nearest one).
 
     Returns:
         A ``MechanismResult`` with ``value`` the released float, ``loss = PureDP(epsilon)``,
@@ -260,24 +320,22 @@ def em_quantile(
 
     Raises:
         InvalidData: NaN, not 1-D. InvalidBounds: L > U or non-finite bounds.
-        UsageError: q outside [0, 1], bad resolution. InvalidPrivacyParameter: epsilon not > 0.
-        None of these depends on the values beyond their shape and NaN (every q and n is exact).
+        UsageError: q outside [0, 1], bad resolution, no integer in the bounds. InvalidPrivacyParameter:
+        epsilon not > 0. None of these depends on the values beyond their shape and NaN.
 
     """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    low, high = check_bounds_pair(bounds)
-    k = check_resolution(resolution)
-    cells = _to_cells(values, low, high, k)
-    chosen = _draw_cells(cells, quantile, eps, 1)
-    value = float(_cell_midpoints(chosen, low, high, k)[0])
+    cells, release = _prepared(values, bounds, resolution, integers)
+    sensitivity = utility_sensitivity(quantile, adjacency)
+    chosen = _draw_cells(cells, quantile, eps / sensitivity, 1)
     return MechanismResult(
-        value=value,
+        value=float(release(chosen)[0]),
         loss=PureDP(eps),
         accuracy=None,
-        mechanism="quantile/em-cells-exact@1",
-        guarantee=_guarantee(eps, 1),
-        details={"q": str(quantile), **_details(eps, k, low, high, 1)},
+        mechanism=MECHANISM,
+        guarantee=_guarantee(eps, sensitivity, 1, adjacency),
+        details={"q": str(quantile), **_details(eps, sensitivity, cells, 1, integers)},
     )
 
 
@@ -287,11 +345,13 @@ def em_quantiles(
     qs: Sequence[NumberLike],
     bounds: tuple[float, float],
     epsilon: NumberLike,
-    resolution: int = DEFAULT_RESOLUTION,
+    resolution: int | None = None,
+    adjacency: Adjacency | None = None,
+    integers: bool = False,
 ) -> MechanismResult:
     """Several quantiles, each by ``em_quantile``'s mechanism with epsilon / len(qs).
 
-    Guarantee: epsilon-DP in total for one record under add/remove and replace adjacency, by basic
+    Guarantee: epsilon-DP in total for one record under ``adjacency`` (as ``em_quantile``), by basic
     composition (DR Thm 3.16) of len(qs) mechanisms that are each (epsilon/len(qs))-DP. The outputs
     are independent and returned in the order of ``qs`` (not forced to be monotone; sorting them is
     free post-processing).
@@ -304,16 +364,20 @@ def em_quantiles(
     if isinstance(qs, (str, bytes)) or len(qs) == 0:
         raise UsageError("qs must be a non-empty sequence of quantiles", qs, "pass e.g. qs=[0.25, 0.5, 0.75]")
     quantiles = [_check_q(q) for q in qs]
-    low, high = check_bounds_pair(bounds)
-    k = check_resolution(resolution)
-    cells = _to_cells(values, low, high, k)
+    cells, release = _prepared(values, bounds, resolution, integers)
     share = eps / len(quantiles)
-    chosen = np.concatenate([_draw_cells(cells, quantile, share, 1) for quantile in quantiles])
+    sensitivities = [utility_sensitivity(quantile, adjacency) for quantile in quantiles]
+    chosen = np.concatenate(
+        [_draw_cells(cells, quantile, share / sens, 1) for quantile, sens in zip(quantiles, sensitivities, strict=True)]
+    )
     return MechanismResult(
-        value=_cell_midpoints(chosen, low, high, k),
+        value=release(chosen),
         loss=PureDP(eps),
         accuracy=None,
-        mechanism="quantile/em-cells-exact@1",
-        guarantee=_guarantee(eps, len(quantiles)),
-        details={"qs": [str(q) for q in quantiles], **_details(share, k, low, high, len(quantiles))},
+        mechanism=MECHANISM,
+        guarantee=_guarantee(eps, max(sensitivities), len(quantiles), adjacency),
+        details={
+            "qs": [str(q) for q in quantiles],
+            **_details(share, max(sensitivities), cells, len(quantiles), integers),
+        },
     )

@@ -9,6 +9,7 @@ value (a column name or a literal of the query, never data) and the fix.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -225,7 +226,16 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
         trim_fraction=spec.trim_fraction,
         keys=keys,
         proposed_bound=_checked_proposed_bound(name, spec),
+        integer_candidates=_integer_candidates(kind, columns, bounds),
     )
+
+
+def _integer_candidates(kind: AggregateKind, columns: tuple[Column, ...], bounds: tuple[Bounds, ...]) -> bool:
+    """An order statistic of a column declared integer whose bounds hold an integer: integer candidates."""
+    if kind not in (AggregateKind.MEDIAN, AggregateKind.QUANTILE) or columns[0].kind is not ColumnKind.INTEGER:
+        return False
+    low, high = bounds[0]
+    return math.ceil(low) <= math.floor(high)
 
 
 def _checked_proposed_bound(name: str, spec: Aggregate) -> Fraction | None:

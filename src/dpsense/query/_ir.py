@@ -103,7 +103,9 @@ class AggregateIR(_ComparedByCanonicalForm):
 
     ``bounds`` holds the effective public bounds of each column in ``columns`` (the override if given,
     else the declared bounds), and is empty for statistics that need none. For a histogram, ``keys``
-    is the public key list, or ``None`` when the keys must be selected privately.
+    is the public key list, or ``None`` when the keys must be selected privately. For an order
+    statistic of a column declared integer, ``integer_candidates`` makes the exponential mechanism
+    choose among the integers of the bounds (a public fact of the schema).
     """
 
     name: str
@@ -116,6 +118,7 @@ class AggregateIR(_ComparedByCanonicalForm):
     trim_fraction: Fraction | None
     keys: tuple[Value, ...] | None
     proposed_bound: Fraction | None = None
+    integer_candidates: bool = False
 
     @property
     def needs_partition_selection(self) -> bool:
@@ -137,6 +140,7 @@ class AggregateIR(_ComparedByCanonicalForm):
             # only when set, so that the canonical form (and the stored releases' keys) of every other
             # statistic stays what it was before PTR was offered
             **({} if self.proposed_bound is None else {"proposed_bound": rational(self.proposed_bound)}),
+            **({"integer_candidates": True} if self.integer_candidates else {}),
         }
 
 

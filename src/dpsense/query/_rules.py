@@ -54,7 +54,7 @@ class StatisticRule(Protocol):
         """True when its value step calibrates to the data (group privacy over the record cost)."""
         ...
 
-    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """The mechanism chosen from public facts when the analyst names none."""
         ...
 
@@ -81,11 +81,13 @@ class StatisticRule(Protocol):
 Rules = Mapping[AggregateKind, StatisticRule]
 
 
-def choose(rule: StatisticRule, agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction) -> Choice:
+def choose(
+    rule: StatisticRule, agg: AggregateIR, *, mechanism_epsilon: Fraction, delta: Fraction, adjacency: Adjacency
+) -> Choice:
     """The analyst's valid override, else the statistic's public default for this ε."""
     allowed = rule.mechanisms
     if agg.mechanism is None:
-        return rule.default(agg, mechanism_epsilon=mechanism_epsilon)
+        return rule.default(agg, mechanism_epsilon=mechanism_epsilon, adjacency=adjacency)
     named = mechanism_named(agg.mechanism)
     if named is None or named not in allowed:
         raise UsageError(

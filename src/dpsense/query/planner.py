@@ -226,7 +226,7 @@ def plan(
                 _costed(agg.mechanism), adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped
             )
             run_eps = share / cost
-        choice = choose(stat, agg, mechanism_epsilon=run_eps, delta=dlt)
+        choice = choose(stat, agg, mechanism_epsilon=run_eps, delta=dlt, adjacency=adj)
         drafts.extend(
             (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(stat, part) else choice, rows) for part in parts[agg.name]
         )

@@ -26,7 +26,7 @@ from dpsense.core.errors import InternalError
 from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, ReleaseEngine, count_present, count_units
-from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
+from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION, integer_candidates, utility_sensitivity
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
 from dpsense.sensitivity.graph import UndirectedGraph
 from dpsense.sensitivity.order_statistics import RankedValues
@@ -84,14 +84,10 @@ class DataDependentSteps(ABC):
         low, high = inward_interval(*agg.bounds[0])
         eps = step.mechanism_epsilon
         values: list[Any] = []
+        integers = agg.integer_candidates and step.mechanism is Mechanism.EM_QUANTILE
         for x in self.present_values(agg, step):
-            values.append(order_release(step, x, q, (low, high), eps, self.plan.adjacency))
-        rank_error = 2.0 / float(eps) * math.log(DEFAULT_RESOLUTION / (1 - CONFIDENCE))
-        note = (
-            f"{step.mechanism}: its error is in ranks, not value units: with probability {CONFIDENCE:g} the "
-            f"released value lies between the records ranked {rank_error:,.0f} below and above the target rank "
-            f"(2/ε ln(K/β) with ε = {float(eps):.4g} per record and K = 2^32 public cells; Dwork-Roth Thm 3.11)"
-        )
+            values.append(order_release(step, x, q, (low, high), eps, self.plan.adjacency, integers=integers))
+        note = _rank_note(step, q, eps, self.plan.adjacency, (low, high) if integers else None)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, step.unit_cost)]
 
     def present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
@@ -311,6 +307,25 @@ class DataDependentSteps(ABC):
         note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
         loss = group_privacy(eps, step.unit_cost)
         return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+def _rank_note(
+    step: PlanStep, q: Fraction, eps: Fraction, adjacency: Adjacency, integer_bounds: tuple[float, float] | None
+) -> str:
+    """The public rank accuracy of an EM or inverse-sensitivity order statistic (Dwork-Roth Thm 3.11)."""
+    em = step.mechanism is Mechanism.EM_QUANTILE
+    sens = utility_sensitivity(q, adjacency if em and adjacency is Adjacency.ADD_REMOVE else None) if em else 1
+    if integer_bounds is not None:
+        first, last = integer_candidates(integer_bounds)
+        count, cells = last - first + 1, f"K = {last - first + 1} integer candidates"
+    else:
+        count, cells = DEFAULT_RESOLUTION, "K = 2^32 public cells"
+    rank_error = 2.0 * float(sens) / float(eps) * math.log(count / (1 - CONFIDENCE))
+    return (
+        f"{step.mechanism}: its error is in ranks, not value units: with probability {CONFIDENCE:g} the "
+        f"released value lies between the records ranked {rank_error:,.0f} below and above the target rank "
+        f"(2Δu/ε ln(K/β) with Δu = {sens}, ε = {float(eps):.4g} per record and {cells}; Dwork-Roth Thm 3.11)"
+    )
 
 
 class _EngineRanks:

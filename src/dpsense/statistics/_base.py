@@ -95,7 +95,7 @@ class Statistic:
     collects: ClassVar[bool] = False
     default_reason: ClassVar[str] = "pure ε-DP default for additive statistics"
 
-    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """The mechanism chosen from public facts when the analyst names none."""
         return Choice(self.mechanisms[0], "default", self.default_reason)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import ClassVar
 
+from dpsense.core.adjacency import Adjacency
 from dpsense.query._ir import AggregateIR
 from dpsense.query._planner_rules import Choice
 from dpsense.statistics._base import Statistic
@@ -16,6 +17,6 @@ class SmoothDefault(Statistic):
     data_dependent: ClassVar[bool] = True
     collects: ClassVar[bool] = True
 
-    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """Smooth sensitivity with Cauchy noise (pure ε-DP): the accuracy benchmark's default."""
         return Choice(self.mechanisms[0], "default", "the accuracy benchmark's default (Cauchy noise)")

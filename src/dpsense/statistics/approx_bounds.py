@@ -38,7 +38,7 @@ class ApproxBounds(Statistic):
     mechanisms: ClassVar[tuple[Mechanism, ...]] = (Mechanism.APPROX_BOUNDS,)
     collects: ClassVar[bool] = True
 
-    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """Its only mechanism."""
         return Choice(Mechanism.APPROX_BOUNDS, "default", "the only mechanism for approximate bounds")
 

@@ -1,11 +1,12 @@
 """median and quantile: the q-quantile (median: q = 1/2) of a numeric column within the public bounds.
 
 Data-dependent: no global sensitivity. Mechanisms (docs/math/order-statistics.md,
-docs/math/exponential-mechanism.md): the exponential-mechanism quantile (default below ε = 1 per
-call), inverse sensitivity (default from ε = 1), smooth sensitivity with Cauchy noise and
-Propose-Test-Release; the last two run on values resized to a noisy count, a public n (a count step
-first). A unit's change costs M record changes over the groups (``_planner_rules.unit_record_cost``):
-each call runs at ε / M, and group privacy gives ε for the unit.
+docs/math/exponential-mechanism.md): the exponential-mechanism quantile (the default under add/remove
+at every ε, with Δu = max(q, 1 − q) and integer candidates for integer columns; under replace the
+default below ε = 1 per call), inverse sensitivity (the replace default from ε = 1), smooth sensitivity
+with Cauchy noise and Propose-Test-Release; the last two run on values resized to a noisy count, a
+public n (a count step first). A unit's change costs M record changes over the groups
+(``_planner_rules.unit_record_cost``): each call runs at ε / M, and group privacy gives ε for the unit.
 """
 
 from __future__ import annotations
@@ -36,8 +37,15 @@ class Quantile(Statistic):
     data_dependent: ClassVar[bool] = True
     collects: ClassVar[bool] = True
 
-    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction) -> Choice:
-        """Inverse sensitivity from ε = 1 per call, the exponential mechanism below (benchmarks/accuracy.py)."""
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
+        """The exponential mechanism under add/remove; under replace, inverse sensitivity from ε = 1 per call.
+
+        Under add/remove the EM's rank utility has sensitivity max(q, 1 − q) (docs/math/order-statistics.md
+        §8.2), which halves its rank error for the median; inverse sensitivity's path length stays
+        1-Lipschitz, so the EM is at least as sharp at every ε (docs/planner.md, the measured table).
+        """
+        if adjacency is Adjacency.ADD_REMOVE:
+            return Choice(M.EM_QUANTILE, "default", "the default for quantiles under add/remove adjacency")
         if mechanism_epsilon >= QUANTILE_INVSENS_FROM_EPSILON:
             return Choice(self.mechanisms[1], "default", "the accuracy benchmark's default for quantiles at ε >= 1")
         return Choice(M.EM_QUANTILE, "default", "the accuracy benchmark's default for quantiles at ε < 1")

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 
 from dpsense.core import PureDP
+from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParameter, InvalidSensitivity, UsageError
 from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import em_weights, exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
 from dpsense.noise.testing import deterministic_entropy
 from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
+from tests.statistical.power import assert_calibrated
 
 # ---------------------------------------------------------------- exponential mechanism
 
@@ -176,10 +178,12 @@ def test_quantiles_split_epsilon_and_keep_order() -> None:
 
 
 def em_cell_pmf(values: np.ndarray, q: Fraction, epsilon: Fraction, resolution: int) -> np.ndarray:
-    """The EM quantile's law by its definition: cell c has weight exp(-epsilon |r(c) - q n| / 2)."""
+    """The EM quantile's law by its definition: cell c has weight exp(-epsilon dist(q n, [#{< c}, #{<= c}]) / 2)."""
     cells = quantile._to_cells(values, 0.0, 1.0, resolution).sorted_cells
-    below = np.searchsorted(cells, np.arange(resolution), side="left")  # r(c) = records in cells < c
-    gaps = [abs(Fraction(int(r)) - q * cells.size) for r in below]
+    below = np.searchsorted(cells, np.arange(resolution), side="left")  # records in cells < c
+    at_most = np.searchsorted(cells, np.arange(resolution), side="right")  # records in cells <= c
+    qn = q * cells.size
+    gaps = [max(int(a) - qn, qn - int(b), Fraction(0)) for a, b in zip(below, at_most, strict=True)]
     weights = np.array([math.exp(-float(epsilon * g / 2)) for g in gaps])
     return weights / weights.sum()
 
@@ -246,8 +250,98 @@ def test_grid_and_direct_exponents_give_the_same_law(monkeypatch: pytest.MonkeyP
     assert table.accept_below > 0 and table.accept_above > 0  # the acceptance step runs on this path
     assert em_law_pvalue(values, q, epsilon, 16, 100_000) > P_THRESHOLD
     # power: the grid exponents alone (no acceptance step) are a different law, and the test sees it
-    below = np.searchsorted(cells.sorted_cells, np.arange(16), side="left")
-    grid_only = np.exp(-float(table.rate) * table.exponents[below].astype(float))
+    used = np.flatnonzero(table.lengths > 0)  # the segment (gap or occupied cell) holding each cell
+    owner = used[np.searchsorted(table.starts[used], np.arange(16), side="right") - 1]
+    grid_only = np.exp(-float(table.rate) * table.exponents[owner].astype(float))
     pmf_wrong = grid_only / grid_only.sum()
     sample = quantile._draw_cells(cells, q, epsilon, 100_000)
     assert chi_square_pvalue(sample, lambda s: pmf_wrong[s], 0, 15) < P_THRESHOLD
+
+
+# ---------------------------------------------------------------- add/remove sensitivity, ties, integer candidates
+
+
+def _public_cells(released: np.ndarray, resolution: int) -> np.ndarray:
+    return np.floor(released * resolution).astype(np.int64)  # midpoint -> its cell on [0, 1]
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("q", [Fraction(1, 2), Fraction(3, 10)])
+def test_add_remove_runs_the_law_at_rate_epsilon_over_max_q(q: Fraction) -> None:
+    """Under add/remove Δu = max(q, 1 - q): the law is the EM's at ε / Δu, and not at ε / Δu x (1 ± 0.3)."""
+    values = np.array([0.05, 0.3, 0.3, 0.3, 0.55, 0.8, 0.81])  # a tie block holding q n for q = 1/2
+    epsilon, resolution = Fraction(1), 16
+    rate = epsilon / max(q, 1 - q)
+    released = np.array(
+        [
+            em_quantile(
+                values, q=q, bounds=(0, 1), epsilon=epsilon, resolution=resolution, adjacency=Adjacency.ADD_REMOVE
+            ).value
+            for _ in range(20_000)
+        ]
+    )
+    sample = _public_cells(released, resolution)
+    assert_calibrated(
+        lambda f: chi_square_pvalue(
+            sample, lambda s: em_cell_pmf(values, q, rate * Fraction(str(f)), resolution)[s], 0, resolution - 1
+        ),
+        what="ε / Δu",
+    )
+
+
+def test_replace_and_unstated_adjacency_keep_sensitivity_one() -> None:
+    for q in (Fraction(1, 2), Fraction(1, 10), Fraction(0), Fraction(1)):
+        assert quantile.utility_sensitivity(q, Adjacency.REPLACE) == 1
+        assert quantile.utility_sensitivity(q, None) == 1
+        assert quantile.utility_sensitivity(q, Adjacency.ADD_REMOVE) == max(q, 1 - q)
+
+
+def test_a_tie_holding_the_target_rank_is_a_zero_utility_cell() -> None:
+    """The occupied cell of a tie block that holds q n gets exponent 0; the gaps beside it do not."""
+    cells = quantile._to_cells(np.array([0.1, 0.5, 0.5, 0.5, 0.9]), 0.0, 1.0, 10)
+    table = quantile._rank_weights(cells, Fraction(1, 2), Fraction(1))
+    tie = int(np.flatnonzero((table.starts == 5) & (table.lengths == 1))[0])
+    assert table.exponents[tie] == 0 and table.sides[tie] == quantile._EXACT
+    beside = [j for j in range(table.lengths.size) if table.lengths[j] > 0 and j != tie]
+    assert all(table.exponents[j] > 0 for j in beside)
+
+
+def test_integer_candidates_answer_a_tied_median_exactly() -> None:
+    """An integer column's tied median at ε = 1: every release is the integer itself, never a point beside it."""
+    ages = np.array([30] * 40 + [31, 45, 60, 2, 90] * 2, dtype=np.float64)
+    with deterministic_entropy(7):
+        out = {
+            em_quantile(ages, q=0.5, bounds=(0, 120), epsilon=1, adjacency=Adjacency.ADD_REMOVE, integers=True).value
+            for _ in range(50)
+        }
+    assert out == {30.0}
+
+
+@pytest.mark.statistical
+def test_integer_candidates_follow_the_em_law_over_the_integers() -> None:
+    values = np.array([1.0, 2.0, 2.0, 2.0, 4.0, 6.0, 7.0])
+    q, epsilon, first, last = Fraction(1, 2), Fraction(1, 2), 0, 9
+    released = np.array(
+        [em_quantile(values, q=q, bounds=(first, last), epsilon=epsilon, integers=True).value for _ in range(20_000)]
+    )
+    assert set(np.unique(released)) <= {float(v) for v in range(first, last + 1)}
+    ints = sorted(int(v) for v in values)
+
+    def pmf(f: float) -> np.ndarray:
+        qn = q * len(ints)
+        dist = [
+            max(sum(x < c for x in ints) - qn, qn - sum(x <= c for x in ints), Fraction(0))
+            for c in range(first, last + 1)
+        ]
+        w = np.array([math.exp(-float(epsilon * Fraction(str(f)) * d / 2)) for d in dist])
+        return w / w.sum()
+
+    sample = released.astype(np.int64) - first
+    assert_calibrated(lambda f: chi_square_pvalue(sample, lambda s: pmf(f)[s], 0, last - first), what="ε")
+
+
+def test_integer_candidates_refuse_bounds_without_an_integer_and_a_resolution() -> None:
+    with pytest.raises(UsageError, match="integer candidates need"):
+        em_quantile([0.2], q=0.5, bounds=(0.1, 0.9), epsilon=1, integers=True)
+    with pytest.raises(UsageError, match="fix the resolution"):
+        em_quantile([1.0], q=0.5, bounds=(0, 9), epsilon=1, integers=True, resolution=10)
