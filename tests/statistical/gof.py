@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
-#: Every statistical test in dpsense rejects only below this p-value (STYLE.md, point 7).
+#: Every statistical test in dpsense rejects only below this p-value (docs/design.md, tests).
 P_THRESHOLD = 1e-10
 
 

@@ -3,7 +3,7 @@
 Reference probabilities are computed directly here at 60 decimal digits (one ``exp`` per candidate,
 brute-force ranks for quantile cells), independently of the sampler's float table and its chained
 decimal fallback. Each goodness-of-fit test passes at the true epsilon and fails when the expected
-probabilities use epsilon x (1 +- 0.3), at p-threshold 1e-10 (STYLE.md point 7).
+probabilities use epsilon x (1 +- 0.3), at p-threshold 1e-10 (docs/design.md, tests).
 """
 
 from __future__ import annotations

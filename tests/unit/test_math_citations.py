@@ -16,7 +16,9 @@ CITATION = re.compile(r"docs/math/(?P<page>[a-z0-9-]+)\.md(?: §(?P<section>\d+\
 #: The PTR theorem text serialised in every stored plan keeps its first citation (byte-identical plans).
 LEGACY = re.compile(r"docs/math\.md section (?P<number>\d+)")
 LINK = re.compile(r"\]\((?P<target>[^)#:\s]+\.md)(?:#[^)]*)?\)")
-OUTSIDE = ("ALGORITHMS.md", "shared/docs", "../shared", "shared/seeds")
+OUTSIDE = ("ALGORITHMS.md", "DESIGN.md", "STYLE.md", "ANCHORS.md", "shared/docs", "../shared", "shared/seeds")
+#: The project's own pages that replaced them; a citation of one must name a page that exists.
+OWN = re.compile(r"docs/(?P<page>[a-z0-9-]+)\.md(?! section)")  # the legacy PTR text: see LEGACY
 
 
 def _sources() -> list[Path]:
@@ -65,3 +67,13 @@ def test_no_citation_leaves_the_repository() -> None:
         text = path.read_text(encoding="utf-8")
         for outside in OUTSIDE:
             assert outside not in text, f"{path.relative_to(ROOT)} cites {outside}, outside the repository"
+
+
+def test_every_cited_project_page_exists() -> None:
+    cited = 0
+    for path in _sources():
+        for m in OWN.finditer(path.read_text(encoding="utf-8")):
+            page = ROOT / "docs" / f"{m.group('page')}.md"
+            assert page.is_file(), f"{path.relative_to(ROOT)} cites the missing page docs/{m.group('page')}.md"
+            cited += 1
+    assert cited > 10

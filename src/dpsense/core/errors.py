@@ -159,7 +159,7 @@ class LedgerUnreadable(UsageError):
 class ChargedFailure(DPSenseError, RuntimeError):
     """A release failed after it read the data. Its cost stays charged and the error says nothing more.
 
-    An error that depends on private data is itself a release (DESIGN invariant 6), so the reason is
+    An error that depends on private data is itself a release (docs/design.md invariant 6), so the reason is
     not shown: only the request id, which the steward can look up in the ledger.
     """
 

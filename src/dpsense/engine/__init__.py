@@ -19,7 +19,7 @@ statistics around a rank) and ``collect`` (points or edges as numpy arrays, at m
 ``max_rows``; more is ``CollectLimitExceeded``, a charged failure). Temporary relations go away with
 ``drop``, ``release_scope()`` or ``close``; ``forget`` unregisters a table.
 
-The engine imports no DP math (DESIGN.md, layers): it never adds noise; its outputs are unnoised and
+The engine imports no DP math (docs/design.md, layers): it never adds noise; its outputs are unnoised and
 stay in the process until ``dpsense.mechanisms`` has run on them. The only randomness it uses is the
 caller's salt (``dpsense.noise.entropy.random_bytes``), which it never logs, stores or returns.
 """

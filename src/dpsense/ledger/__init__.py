@@ -2,7 +2,7 @@
 
 ``Ledger.open("sqlite:///ledger.db")`` (embedded default) or ``Ledger.open("postgresql://...")``
 (shared deployments, needs ``dpsense[postgres]``). Both backends behave the same; amounts are exact
-rationals; a charge is atomic and durable before any data is read (DESIGN invariant 4).
+rationals; a charge is atomic and durable before any data is read (docs/design.md invariant 4).
 
 Lifecycle (``_states``): ``reserve`` -> run the release -> ``commit`` (store the released value) or
 ``fail``. A retry with the same (analyst, request id) returns the stored release, or completes a

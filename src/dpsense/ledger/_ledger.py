@@ -18,7 +18,7 @@ the ledger's bytes are unchanged. Refusals (including ``BudgetExhausted``) are n
 the same reason. Answers given from the ledger without a new charge (a cache hit, the replay of a
 committed request, the resumption of an open one) are audited, so the steward sees every answer.
 
-Single flight per cache key (DESIGN invariant 5, docs/ledger.md): a reservation with a cache key
+Single flight per cache key (docs/design.md invariant 5, docs/ledger.md): a reservation with a cache key
 holds that key (``charges.flight_key``, unique per dataset) until it commits or fails. ``reserve``
 for a held key does not charge: it waits (short read-only polls, outside any transaction) until
 the holder commits (the stored release is returned, audited ``cache_hit``) or fails (the waiter

@@ -4,7 +4,7 @@ A profile is a JSON object of public facts only (column kinds, declared bounds a
 unit, the adjacency, the per-column data policies, the privacy-policy record). It never holds a data
 value or a count. One profile is stored per (dataset, snapshot version), with the snapshot's keyed
 fingerprint (``keyed_fingerprint``), so that a later registration of the same data links to the same
-dataset and budget (DESIGN invariant 8) whichever snapshot of it matches.
+dataset and budget (docs/design.md invariant 8) whichever snapshot of it matches.
 
 ``Profiles`` is a component of ``Ledger`` (which delegates its profile methods here): steward
 operations, audited like the others (the audit payload names the snapshot and the SHA-256 of the

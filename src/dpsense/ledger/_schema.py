@@ -3,7 +3,7 @@
 Tables (version 1):
 
 * ``datasets``: name and keyed snapshot fingerprint (re-registering the same fingerprint links to
-  the same budget, DESIGN invariant 8).
+  the same budget, docs/design.md invariant 8).
 * ``analysts``: who may charge.
 * ``budgets``: one row per scope of a dataset: ``total`` (always applies), and optional ``analyst``,
   ``family`` and ``period`` sub-budgets set by the steward. Cap and spend are exact rationals as
@@ -32,7 +32,7 @@ Version 5 adds ``api_tokens`` for the release service (``_service``): one row pe
 public id, analyst, role, a random salt and ``sha256(salt || secret)``; the token itself is never
 stored. ``revoked_at`` is set when the steward revokes it.
 
-Version 6 adds single flight per cache key (DESIGN invariant 5): ``charges.flight_key`` holds the
+Version 6 adds single flight per cache key (docs/design.md invariant 5): ``charges.flight_key`` holds the
 cache key while the charge is the pending holder of it (set by ``reserve``, cleared by ``commit``,
 ``fail`` and supersession), under a unique partial index on ``(dataset_id, flight_key)``: at most
 one pending reservation per (dataset, cache key), across processes, on both backends. Charges

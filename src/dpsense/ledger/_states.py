@@ -15,7 +15,7 @@ Rules:
   before any data is read.
 * A failure *before* data access may refund, but only by the process that reserved (it alone knows
   that no data was touched). Once data was touched the reservation stays spent (an error that
-  depends on the data is itself a release, DESIGN invariant 6).
+  depends on the data is itself a release, docs/design.md invariant 6).
 * A reservation left by a crashed process is never silently refunded: ``resolve_stale`` marks it
   ABANDONED and it stays charged.
 * Single flight: a RESERVED charge with a cache key holds the key; an identical request waits for

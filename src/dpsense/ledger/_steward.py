@@ -77,7 +77,7 @@ class Stewardship:
         """Register a dataset with its total budget; returns the dataset's ledger name.
 
         Re-registering a snapshot with the same keyed fingerprint returns the existing dataset (and
-        its budget, unchanged), whatever name is passed (DESIGN invariant 8). ``accounting="pld"``
+        its budget, unchanged), whatever name is passed (docs/design.md invariant 8). ``accounting="pld"``
         accounts an (ε, δ) budget by composing release events with the PLD accountant (every charge
         must then pass ``event=``); by default the cap's type picks basic (ε, δ) or zCDP.
         """

@@ -68,7 +68,7 @@ class ReleaseRecord:
     """What the caller stores at commit: the released (noised) value and how it was made.
 
     Only values that are released to the analyst go here; never an unnoised value or a
-    data-dependent noise scale (DESIGN invariant 3).
+    data-dependent noise scale (docs/design.md invariant 3).
     """
 
     value: Any

@@ -6,7 +6,7 @@ aggregates sorted by output name, every number an exact fraction and every bound
 schema or the override. So two queries that mean the same thing build *equal* IR objects, and
 ``canonical()`` is only their serialisation: JSON with sorted keys and numbers rendered ``"n/d"``.
 ``fingerprint()`` is the SHA-256 of that text, the key under which a release is stored
-(DESIGN invariant 5: same canonical query, same bounds, same mechanism version = same release).
+(docs/design.md invariant 5: same canonical query, same bounds, same mechanism version = same release).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``plan(ir, epsilon=..., delta=..., adjacency=...)`` turns a validated ``QueryIR`` into a ``Plan``: one
 ``PlanStep`` per mechanism the release needs, each with its statistic, mechanism (by name), theorem,
-adjacency, global sensitivity and budget share. It never reads data (DESIGN.md: choosing a mechanism
+adjacency, global sensitivity and budget share. It never reads data (docs/design.md: choosing a mechanism
 by looking at the data is itself a leak); ``release/`` executes the steps and re-checks the loss with
 ``assert_loss_equals`` before it charges.
 

@@ -1,6 +1,6 @@
 """Admission: refuse, before the ledger is touched, every release a public limit would stop after reading.
 
-DESIGN invariant 6: what can be judged from the query, the schema and the parameters is judged here,
+docs/design.md invariant 6: what can be judged from the query, the schema and the parameters is judged here,
 with an error naming the rule and the fix, and nothing is charged. Each rule has one home, below the
 release layer, used both here and by the step that would trip it (which keeps its check as defence
 in depth but can no longer trip on an admitted release):

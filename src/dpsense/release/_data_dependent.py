@@ -5,7 +5,7 @@ mechanism) and run per record; every step here runs at the plan step's ε / M pe
 ``record_cost``: C, or more under replace with public groups, where a replaced unit can leave one group
 while its replacement enters another; ``query._planner_rules.unit_record_cost``), so that group privacy
 (Dwork-Roth Thm 2.2) over the public groups gives the step's ε for a unit. Every step is total: empty
-groups, one record and ties give the mechanism's own answer, never an exception (DESIGN invariant 6).
+groups, one record and ties give the mechanism's own answer, never an exception (docs/design.md invariant 6).
 No data-dependent scale is ever reported as accuracy.
 """
 
@@ -362,7 +362,7 @@ class _EngineRanks:
 
 #: The largest public n a statistic resizes its values to: 2^25 values (256 MiB of float64). The noisy
 #: count's tail at a tiny ε would otherwise ask for an array no machine holds, a failure after data
-#: access (DESIGN invariant 6); clamping a released count to a public constant is post-processing.
+#: access (docs/design.md invariant 6); clamping a released count to a public constant is post-processing.
 MAX_PUBLIC_SIZE = 1 << 25
 #: Lower caps for mechanisms whose work grows faster than n log n: the inverse-sensitivity trimmed mean
 #: is quadratic in n (1 s at 2^15 values on this project's test machine). Above the cap the values are

@@ -3,7 +3,7 @@
 ``register`` (steward only) reads the data once: it checks the declared columns, runs the data checks
 and applies the declared per-column policies, computes the keyed fingerprint of the raw snapshot, and
 either links to the dataset that already holds that fingerprint (copies never multiply a budget,
-DESIGN invariant 8; only when every declaration is the registered one, ``RegistrationConflict``
+docs/design.md invariant 8; only when every declaration is the registered one, ``RegistrationConflict``
 otherwise) or registers a new dataset with its budget. ``attach`` loads a registered
 snapshot into this process's engine and checks that its fingerprint still matches.
 

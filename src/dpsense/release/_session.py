@@ -1,10 +1,10 @@
 """``Session``: the one path from a question to a charged, stored, auditable release.
 
-``release`` runs, in this order (DESIGN.md, layer L4):
+``release`` runs, in this order (docs/design.md, layer L4):
 
 1. build the query against the dataset's public schema and plan it from public facts only;
    check the executor can run it and the per-release ε cap — all before the ledger is touched, so
-   bad input leaves the ledger unchanged (DESIGN invariant 6);
+   bad input leaves the ledger unchanged (docs/design.md invariant 6);
 2. ``ledger.reserve`` the plan's exact loss under a cache key (keyed snapshot fingerprint + canonical
    plan + mechanism version): a stored answer to the same request is returned at no cost, with its
    stored noise (invariant 5); an identical request still pending elsewhere is waited for (single

@@ -12,7 +12,7 @@ holds one in-memory DuckDB database per process instead:
   Sessions given that engine and this object (``Session(engine=..., snapshots=...)``) ``adopt`` the
   shared table under its usual name: no copy. A release then runs exactly as on a private copy:
   its salt is drawn per release, its bounded views are temporary tables of that cursor, removed when
-  the release ends (DESIGN invariant 10);
+  the release ends (docs/design.md invariant 10);
 * these Sessions are served the dataset's *current* snapshot only (the one the steward registered
   last, read from the ledger on every attach, so a registration by another process counts at once).
   A request that names another snapshot is refused with ``SnapshotNotCurrent``: there is no policy

@@ -2,7 +2,7 @@
 
 Both are *public* choices made before any data is read (docs/math/global-sensitivity.md, pitfall 3: bounds
 chosen from the data leak). They are validated here without looking at data, so a bad declaration
-is refused before anything is spent (DESIGN.md invariant 6).
+is refused before anything is spent (docs/design.md invariant 6).
 
 Numbers are exact: ``Bounds(0, 0.1)`` means the decimal one tenth, kept as ``Fraction(1, 10)``.
 """

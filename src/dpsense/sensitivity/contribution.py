@@ -5,7 +5,7 @@ sensitivity from ``global_`` holds only for data passed through them (docs/math/
 "Contribution bounding").
 
 * ``clip`` maps every value into [L, U]. NaN and infinities are refused: they are bad *data* that
-  the data steward resolves at registration with a declared per-column policy (DESIGN.md
+  the data steward resolves at registration with a declared per-column policy (docs/design.md
   invariant 6). Empty arrays are fine: refusing them would reveal that the data are empty.
 * ``bound_rows_per_unit`` keeps a uniformly random subset of at most C rows of each unit, never
   "the first C rows" (an order an adversary may control). The choice for one unit depends only on

@@ -1,4 +1,4 @@
-"""Single flight per cache key (DESIGN invariant 5) at the ledger, on both backends.
+"""Single flight per cache key (docs/design.md invariant 5) at the ledger, on both backends.
 
 N ∈ {4, 12, 32} callers (threads, each with its own ``Ledger``; and spawned processes, each
 opening the ledger URL itself) reserve one identical cache key at the same moment, 10 rounds per

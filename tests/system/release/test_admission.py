@@ -1,6 +1,6 @@
 """Refusals decidable from public values are admission errors: raised before the ledger, nothing charged.
 
-Each case used to trip a limit after data access (a charged failure, DESIGN invariant 6): the exact
+Each case used to trip a limit after data access (a charged failure, docs/design.md invariant 6): the exact
 samplers' 2^52 scale, PTR's test plan, a filter literal of the wrong kind or beyond the engine's
 integer width. Every case runs through ``Session.release`` and ``Session.sql`` where SQL can state it.
 """

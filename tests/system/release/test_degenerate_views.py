@@ -1,4 +1,4 @@
-"""No statistic reaches a charged failure on a degenerate view (DESIGN invariant 6, "a test over degenerate views").
+"""No statistic reaches a charged failure on a degenerate view (docs/design.md invariant 6: "never fail after").
 
 After data access a release cannot fail: for every dataset in the declared domain each step returns an
 output of the same shape (or a PTR refusal, an answer). The views: empty (a filter nothing satisfies),

@@ -1,4 +1,4 @@
-"""Single flight through ``Session.release`` on both backends (DESIGN invariant 5, issue 14).
+"""Single flight through ``Session.release`` on both backends (docs/design.md invariant 5, issue 14).
 
 N ∈ {4, 12, 32} analysts (three names, each caller its own ``Session``: its own ledger connection
 and DuckDB engine) send one identical query at the same moment. Every round: exactly one charge

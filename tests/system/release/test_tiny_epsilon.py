@@ -1,4 +1,4 @@
-"""A tiny ε must not make a release fail after data access (DESIGN invariant 6).
+"""A tiny ε must not make a release fail after data access (docs/design.md invariant 6).
 
 A statistic on a noisy public n resizes its values to n^ = the noisy count. At ε = 1e-9 the count's
 noise is in the billions, and resizing to such an n^ asked for tens of GiB: a ChargedFailure after

@@ -1,4 +1,4 @@
-"""Degenerate views through the HTTP service: no 5xx, no charged failure (DESIGN invariant 6).
+"""Degenerate views through the HTTP service: no 5xx, no charged failure (docs/design.md invariant 6).
 
 The same views as ``tests/system/release/test_degenerate_views.py`` (empty, one record, one unit, all
 ties, a NULL-only column, values at the bounds), registered through the steward's route from Parquet

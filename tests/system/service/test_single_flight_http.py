@@ -1,4 +1,4 @@
-"""Single flight over HTTP on both backends (DESIGN invariant 5, issue 14's Must show).
+"""Single flight over HTTP on both backends (docs/design.md invariant 5, issue 14's Must show).
 
 A real uvicorn service (``support.start_service``) over a SQLite file or a fresh PostgreSQL schema.
 N ∈ {4, 12, 32} HTTP clients (threads, each with its own keep-alive ``httpx.Client`` and its own

@@ -27,7 +27,7 @@ ROTATION_KEY, ROTATION_ROWS = "rot_k", "rot_c"
 #: Bits of the release's rotation r: pos + r stays below 2**32 (UINTEGER) while n_u <= 2**31.
 ROTATION_BITS = 31
 #: The most rows one unit may hold in an indexed snapshot; registration refuses more, so the 32-bit
-#: rotation can never overflow in a release (DESIGN invariant 6: no failure after data access).
+#: rotation can never overflow in a release (docs/design.md invariant 6: no failure after data access).
 MAX_UNIT_ROWS = 2**31
 
 
