@@ -40,6 +40,12 @@ def ratio_text(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
+def parse_ratio(text: str) -> Fraction:
+    """Inverse of ``ratio_text`` (a bare integer ``"n"`` reads as n/1)."""
+    num, _, den = text.partition("/")
+    return Fraction(int(num), int(den or "1"))
+
+
 def to_fraction(value: NumberLike, *, name: str = "value") -> Fraction:
     """Convert a user-supplied number to an exact ``Fraction`` through its decimal string.
 

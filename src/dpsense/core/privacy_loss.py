@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpsense.core.errors import InvalidPrivacyParameter
-from dpsense.core.numbers import NumberLike, ceil_fraction, dec_ln, dec_sqrt, decimal_of, to_fraction
+from dpsense.core.numbers import (
+    NumberLike,
+    ceil_fraction,
+    dec_ln,
+    dec_sqrt,
+    decimal_of,
+    parse_ratio,
+    ratio_text,
+    to_fraction,
+)
 
 
 def _render(value: Fraction) -> str:
@@ -171,3 +180,29 @@ class ZCDP:
 
 
 PrivacyLoss = PureDP | ApproxDP | ZCDP
+
+
+def loss_to_json(loss: PrivacyLoss) -> dict[str, str]:
+    """The one JSON form of a privacy loss: its kind and exact ``"n/d"`` parameters (``ratio_text``).
+
+    ``{"kind": "pure", "epsilon"}``, ``{"kind": "approx", "epsilon", "delta"}`` or ``{"kind": "zcdp",
+    "rho"}``. The ledger stores and hashes it; the front ends send it with float approximations added
+    (``dpsense.interface.documents.loss_document``).
+    """
+    if isinstance(loss, PureDP):
+        return {"kind": "pure", "epsilon": ratio_text(loss.epsilon)}
+    if isinstance(loss, ApproxDP):
+        return {"kind": "approx", "epsilon": ratio_text(loss.epsilon), "delta": ratio_text(loss.delta)}
+    return {"kind": "zcdp", "rho": ratio_text(loss.rho)}
+
+
+def loss_from_json(data: dict[str, str]) -> PrivacyLoss:
+    """Inverse of ``loss_to_json``; an unknown kind is a ``ValueError``."""
+    kind = data["kind"]
+    if kind == "pure":
+        return PureDP(parse_ratio(data["epsilon"]))
+    if kind == "approx":
+        return ApproxDP(parse_ratio(data["epsilon"]), parse_ratio(data["delta"]))
+    if kind == "zcdp":
+        return ZCDP(parse_ratio(data["rho"]))
+    raise ValueError(f"unknown privacy-loss kind {kind!r}")

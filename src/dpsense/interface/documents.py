@@ -2,9 +2,10 @@
 
 One renderer, one shape (the service's published schema, ``dpsense.service._models``):
 
-* a privacy loss is ``{"kind", "epsilon", "delta"}`` or ``{"kind", "rho"}`` as exact ``"n/d"`` strings
-  (``"3/10"``; a whole number as ``"6"``) plus ``approx``, the floats for display. It is the front
-  ends' spelling only: the ledger stores and hashes its own (``dpsense.ledger._amounts.loss_to_json``).
+* a privacy loss is its one JSON form, the one the ledger stores and hashes
+  (``dpsense.core.privacy_loss.loss_to_json``: ``{"kind": "pure", "epsilon"}``, ``{"kind": "approx",
+  "epsilon", "delta"}`` or ``{"kind": "zcdp", "rho"}``, exact ``"n/d"`` strings such as ``"3/10"`` and
+  ``"6/1"``), plus ``approx``, the floats for display.
 * a release holds the noisy table (``columns`` and ``rows``, a row a list; the SQL's own column names
   for a SQL release), the explain report, whether it was a stored answer and what it charged. It never
   carries who asked first: a stored answer to another analyst's identical query is returned without
@@ -19,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpsense.core.numbers import ratio_text
-from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpsense.core.privacy_loss import ZCDP, PrivacyLoss, loss_to_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,28 +29,12 @@ if TYPE_CHECKING:
     from dpsense.release import Release, SqlRelease
 
 
-def exact_text(value: Fraction) -> str:
-    """An exact number as ``"n/d"`` (``core.numbers.ratio_text``), a whole number as ``"n"``."""
-    return str(value.numerator) if value.denominator == 1 else ratio_text(value)
-
-
 def loss_document(loss: PrivacyLoss | None) -> dict[str, Any] | None:
-    """An exact privacy loss: ``"n/d"`` strings (exact) and floats (for display)."""
+    """A privacy loss in its one JSON form (``core.privacy_loss.loss_to_json``) plus ``approx`` floats for display."""
     if loss is None:
         return None
-    if isinstance(loss, PureDP):
-        return {"kind": "pure", "epsilon": exact_text(loss.epsilon), "delta": "0", "approx": [float(loss.epsilon), 0.0]}
-    if isinstance(loss, ApproxDP):
-        approx = [float(loss.epsilon), float(loss.delta)]
-        return {
-            "kind": "approx",
-            "epsilon": exact_text(loss.epsilon),
-            "delta": exact_text(loss.delta),
-            "approx": approx,
-        }
-    if isinstance(loss, ZCDP):
-        return {"kind": "zcdp", "rho": exact_text(loss.rho), "approx": [float(loss.rho)]}
-    return {"kind": type(loss).__name__, "approx": []}
+    approx = [float(loss.rho)] if isinstance(loss, ZCDP) else [float(loss.epsilon), float(getattr(loss, "delta", 0))]
+    return {**loss_to_json(loss), "approx": approx}
 
 
 def budget_document(status: BudgetStatus) -> dict[str, Any]:

@@ -24,8 +24,10 @@ from fractions import Fraction
 from typing import Literal
 
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest
-from dpsense.core.numbers import ratio_text
+from dpsense.core.numbers import parse_ratio, ratio_text
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpsense.core.privacy_loss import loss_from_json as core_loss_from_json
+from dpsense.core.privacy_loss import loss_to_json as loss_to_json  # the one form, stored as it is
 
 Mode = Literal["basic", "zcdp", "pld"]
 #: A loss in a budget's mode as two exact components: (ε, δ) for basic, (ρ, 0) for zCDP.
@@ -36,10 +38,8 @@ Pair = tuple[Fraction, Fraction]
 frac_text = ratio_text
 
 
-def parse_frac(text: str) -> Fraction:
-    """Inverse of ``frac_text``."""
-    num, _, den = text.partition("/")
-    return Fraction(int(num), int(den or "1"))
+#: Inverse of ``frac_text`` (``core.numbers.parse_ratio``).
+parse_frac = parse_ratio
 
 
 def mode_of(cap: PrivacyLoss) -> Mode:
@@ -89,25 +89,12 @@ def check_positive(loss: object) -> PrivacyLoss:
     return loss
 
 
-def loss_to_json(loss: PrivacyLoss) -> dict[str, str]:
-    """Exact JSON-able form of a privacy-loss value."""
-    if isinstance(loss, PureDP):
-        return {"kind": "pure", "epsilon": frac_text(loss.epsilon)}
-    if isinstance(loss, ApproxDP):
-        return {"kind": "approx", "epsilon": frac_text(loss.epsilon), "delta": frac_text(loss.delta)}
-    return {"kind": "zcdp", "rho": frac_text(loss.rho)}
-
-
 def loss_from_json(data: dict[str, str]) -> PrivacyLoss:
-    """Inverse of ``loss_to_json``."""
-    kind = data["kind"]
-    if kind == "pure":
-        return PureDP(parse_frac(data["epsilon"]))
-    if kind == "approx":
-        return ApproxDP(parse_frac(data["epsilon"]), parse_frac(data["delta"]))
-    if kind == "zcdp":
-        return ZCDP(parse_frac(data["rho"]))
-    raise InternalError(f"unknown stored loss kind {kind!r}")
+    """A stored loss (``core.privacy_loss.loss_to_json``'s form); an unknown kind is an internal error."""
+    try:
+        return core_loss_from_json(data)
+    except ValueError:
+        raise InternalError(f"unknown stored loss kind {data.get('kind')!r}") from None
 
 
 def canonical_json(value: object) -> str:

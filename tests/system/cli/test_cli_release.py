@@ -36,7 +36,7 @@ def test_dataset_add_registers_once_and_links_the_same_data(cli: Cli) -> None:
     assert added.exit_code == 0, added.stderr
     assert "'events' snapshot 'v1': registered" in added.stdout
     assert "[0, 24]" in added.stdout and "clamp" in added.stdout and "north" in added.stdout
-    assert cli.budget()["cap"] == {"kind": "approx", "epsilon": "4", "delta": "0", "approx": [4.0, 0.0]}
+    assert cli.budget()["cap"] == {"kind": "approx", "epsilon": "4/1", "delta": "0/1", "approx": [4.0, 0.0]}
     declared = (
         "--unit", "person_id", "--bound", "hours=0:24", "--policy", "hours=clamp",
         "--keys", "region=north,south,east,west", "--privacy-policy", str(cli.root / "policy.yaml"),
@@ -68,12 +68,12 @@ def test_a_release_prints_a_table_and_charges_once(registered: Cli) -> None:
     for word in ("region", "people", "people_error95", "mean_hours", "median_age", *REGIONS):
         assert word in first.stdout
     assert "charged ε=1, δ=0" in first.stdout
-    assert exact(registered.budget()["spent"]) == {"epsilon": "1", "delta": "0"}
+    assert exact(registered.budget()["spent"]) == {"epsilon": "1/1", "delta": "0/1"}
 
     again = registered("release", spec)
     assert again.exit_code == 0, again.stderr
     assert "cached: no new charge" in again.stdout
-    assert exact(registered.budget()["spent"]) == {"epsilon": "1", "delta": "0"}
+    assert exact(registered.budget()["spent"]) == {"epsilon": "1/1", "delta": "0/1"}
     assert registered.charges() == 1
 
 
@@ -82,10 +82,10 @@ def test_json_and_csv_output_hold_the_stored_noisy_values(registered: Cli) -> No
     as_json = registered("release", spec, "--json")
     assert as_json.exit_code == 0, as_json.stderr
     doc = json.loads(as_json.stdout)  # exactly one document: anything else on stdout would not parse
-    assert doc["cached"] is False and exact(doc["charged"]) == {"epsilon": "1", "delta": "0"}
+    assert doc["cached"] is False and exact(doc["charged"]) == {"epsilon": "1/1"}  # a pure-DP charge has no δ
     assert doc["budget"]["remaining"] == {
         "kind": "approx",
-        "epsilon": "9",
+        "epsilon": "9/1",
         "delta": "1/100000000",  # exact "n/d" strings, as the service sends them
         "approx": [9.0, 1e-08],
     }
@@ -127,7 +127,7 @@ def test_history_lists_releases_and_verify_log_is_ok(registered: Cli) -> None:
     releases = json.loads(history.stdout)["releases"]
     ids = [json.loads(done.stdout)["release_id"] for done in (first, second)]
     assert [r["release_id"] for r in releases] == ids
-    assert [exact(r["charged"]) for r in releases] == [{"epsilon": "1", "delta": "0"}, {"epsilon": "1/2", "delta": "0"}]
+    assert [exact(r["charged"]) for r in releases] == [{"epsilon": "1/1"}, {"epsilon": "1/2"}]
     assert all(r["analyst"] == "alice" and r["charge_id"] and r["explain"] for r in releases)
     assert registered("history", "events", analyst="bob").stdout.count("alice") == 0  # others' releases stay hidden
 
@@ -166,7 +166,7 @@ def test_the_module_entry_point_runs_in_a_subprocess(registered: Cli) -> None:
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert exact(json.loads(done.stdout)["cap"]) == {"epsilon": "10", "delta": "1/100000000"}
+    assert exact(json.loads(done.stdout)["cap"]) == {"epsilon": "10/1", "delta": "1/100000000"}
     missing = subprocess.run(
         [sys.executable, "-m", "dpsense.cli", "budget", "nosuch", "--ledger", registered.ledger],
         capture_output=True, text=True, env=env, timeout=300, check=False,
@@ -195,4 +195,4 @@ def test_a_spec_asks_for_approximate_bounds_and_gets_two_charged_columns(registe
     assert released.exit_code == 0, released.stderr
     (row,) = records(json.loads(released.stdout))
     assert row["h_low"] <= 1.0 and row["h_high"] >= 16.0  # hours lie in [1, 12.7]: bins [1, 2) .. [8, 16)
-    assert exact(registered.budget()["spent"]) == {"epsilon": "1", "delta": "0"}
+    assert exact(registered.budget()["spent"]) == {"epsilon": "1/1", "delta": "0/1"}

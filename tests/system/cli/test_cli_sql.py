@@ -28,7 +28,7 @@ def test_sql_releases_once_and_a_rewrite_is_cached(cli: Cli) -> None:
     assert doc["columns"] == ["persons", "persons_error95", "region"]
     assert sorted(row["region"] for row in records(doc)) == sorted(REGIONS)
     assert registered.charges() == 1
-    assert exact(registered.budget()["spent"]) == {"epsilon": "1/2", "delta": "0"}
+    assert exact(registered.budget()["spent"]) == {"epsilon": "1/2", "delta": "0/1"}
 
 
 def test_refused_sql_exits_2_names_the_construct_and_charges_nothing(registered: Cli) -> None:

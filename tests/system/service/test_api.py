@@ -279,7 +279,7 @@ def test_the_steward_sets_budgets_and_verifies_the_chain(service: Service) -> No
     body = {"dataset": "events", "scope": "analyst", "value": "dave", "epsilon": 6}
     assert steward.request("PUT", "/v1/steward/budgets", json=body).status_code == 200
     budget = service.api("dave").get("/v1/datasets/events/budget").json()
-    assert budget["analyst"]["cap"]["epsilon"] == "6"
+    assert budget["analyst"]["cap"]["epsilon"] == "6/1"
     audit = steward.get("/v1/steward/audit")
     assert audit.status_code == 200 and audit.json()["ok"] is True and audit.json()["entries"] > 5
     bad = steward.post("/v1/steward/datasets", {**_register(), "source": "../../../etc/passwd"})
