@@ -321,11 +321,19 @@ def capturing() -> Iterator[Capture]:
         original_order = _data_dependent.order_release
 
         def order_release(
-            step: PlanStep, x: Any, q: Fraction, bounds: Any, eps: Fraction, adj: Any, *, integers: bool = False
+            step: PlanStep,
+            x: Any,
+            q: Fraction,
+            bounds: Any,
+            eps: Fraction,
+            adj: Any,
+            *,
+            integers: bool = False,
+            integer_points: bool = False,
         ) -> Any:
             cap.pending = cap.add("order", step, _materialize(x), q=q, bounds=bounds, eps=eps)
             try:
-                return original_order(step, x, q, bounds, eps, adj, integers=integers)
+                return original_order(step, x, q, bounds, eps, adj, integers=integers, integer_points=integer_points)
             finally:
                 cap.pending = None
 
@@ -582,6 +590,8 @@ class Law:
     resolution: int
     log_weight: Callable[[int], float]
     log_z: float
+    #: Unnormalised log weights of extra point candidates (the integers of [L, U]), when the law has them.
+    atoms: F64 | None = None
 
     def log_p(self, cell: int) -> float:
         return self.log_weight(cell) - self.log_z
@@ -612,11 +622,13 @@ def em_law(
     high: float,
     add_remove: bool = False,
     integers: bool = False,
+    integer_points: bool = False,
 ) -> Law:
     """Smith's EM quantile with tie-aware ranks, written from its definition (not from the sampler).
 
-    p(c) ~ exp(-eps dist(q n, [#{< c}, #{<= c}]) / (2 Δu)) over the public candidates (2^32 cells of
-    [L, U], or the integers of [L, U]); Δu = max(q, 1 - q) under add/remove, else 1.
+    p(c) ~ m(c) exp(-eps dist(q n, [#{< c}, #{<= c}]) / (2 Δu)) over the public candidates (2^32 cells of
+    [L, U]; or the integers of [L, U]; or both, m = P per cell and K per integer); Δu = max(q, 1 - q)
+    under add/remove, else 1.
     """
     if integers:
         first, last = math.ceil(low), math.floor(high)
@@ -634,7 +646,20 @@ def em_law(
         dist = max(below - q * n, q * n - at_most, Fraction(0))
         return -float(eps * dist / (2 * sens))
 
-    return _law(cells, resolution, log_weight)
+    first, last = math.ceil(low), math.floor(high)
+    if integers or not integer_points or not 1 <= last - first + 1 <= 2**20:
+        return _law(cells, resolution, log_weight)
+    cell_law = _law(cells, resolution, lambda c: math.log(last - first + 1) + log_weight(c))
+    clipped = np.sort(np.clip(np.asarray(values, dtype=np.float64), low, high))
+    ints = np.arange(first, last + 1, dtype=np.float64)
+    below = np.searchsorted(clipped, ints, side="left").astype(np.float64)
+    at_most = np.searchsorted(clipped, ints, side="right").astype(np.float64)
+    qn = float(q * n)
+    dist = np.maximum(np.maximum(below - qn, qn - at_most), 0.0)
+    atoms = math.log(resolution) - float(eps / (2 * sens)) * dist
+    top = max(cell_law.log_z, float(atoms.max()))
+    log_z = top + math.log(math.exp(cell_law.log_z - top) + float(np.exp(atoms - top).sum()))
+    return Law(cell_law.starts, resolution, cell_law.log_weight, log_z, atoms)
 
 
 def inverse_sensitivity_law(values: F64, *, rank: int, epsilon: Fraction, low: float, high: float) -> Law:
@@ -659,6 +684,11 @@ def log_ratio_range(a: Law, b: Law) -> tuple[float, float]:
     """(min, max) over cells of log p_a(c) - log p_b(c) (both laws constant between merged breakpoints)."""
     starts = sorted(set(a.starts) | set(b.starts))
     ratios = [a.log_p(s) - b.log_p(s) for s in starts if s < a.resolution]
+    if a.atoms is not None and b.atoms is not None:
+        points = (a.atoms - a.log_z) - (b.atoms - b.log_z)
+        ratios += [float(points.min()), float(points.max())]
+    elif (a.atoms is None) != (b.atoms is None):
+        raise AssertionError("the two sides released over different candidate sets")
     return min(ratios), max(ratios)
 
 
@@ -795,7 +825,17 @@ def _exact_law(call: Call) -> Law | None:
     if name == "em_quantile":
         add_remove = kw.get("adjacency") is Adjacency.ADD_REMOVE
         q, eps, integers = Fraction(kw["q"]), Fraction(kw["epsilon"]), bool(kw.get("integers"))
-        return em_law(values, q=q, epsilon=eps, low=low, high=high, add_remove=add_remove, integers=integers)
+        points = bool(kw.get("integer_points"))
+        return em_law(
+            values,
+            q=q,
+            epsilon=eps,
+            low=low,
+            high=high,
+            add_remove=add_remove,
+            integers=integers,
+            integer_points=points,
+        )
     if name == "inverse_sensitivity_order_statistic":
         return inverse_sensitivity_law(
             values, rank=int(kw["rank"]), epsilon=Fraction(kw["epsilon"]), low=low, high=high

@@ -9,8 +9,9 @@ target rank is answered at its own value. Several quantiles: ε / k each, basic 
 Output: the chosen cell's midpoint or integer, a function of the candidate alone (no private endpoints:
 Mironov's attack does not apply). Rank accuracy: (2Δu/ε) ln(K/β) beyond the best candidate (DR Thm 3.11).
 Exact sampling: integer exponents on a public grid with an exact acceptance step for long denominators.
-Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents) and §8.2 (ties, add/remove Δu,
-integer candidates).
+For a numeric column the integers of [L, U] (at most 2^20) can join the cells as point candidates, so a
+tie at a whole number stored as a float is released at its value. Proofs: docs/math/exponential-mechanism.md
+§8.1 (cells, exact exponents), §8.2 (ties, add/remove Δu, integer candidates), §8.3 (integer points).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ I64 = NDArray[np.int64]
 
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
-#: The mechanism's version: @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens
-#: the weights under add/remove; @1 gave every cell the rank of the records strictly below it.
-MECHANISM = "quantile/em-cells-exact@2"
+#: The mechanism's version: @3 may add the integers of [L, U] as candidates; @2 ranks ties (an occupied cell
+#: holds the ranks of its records) and sharpens the weights under add/remove; @1 gave every cell the rank of
+#: the records strictly below it.
+MECHANISM = "quantile/em-cells-exact@3"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
 #: Largest grid denominator D of the exponents (docs/math/exponential-mechanism.md §8.1, "Exact exponents").
@@ -57,6 +59,8 @@ class _Cells:
     upper: float
     resolution: int
     sorted_cells: I64
+    stride: int = 1  # candidates are the positions p with p % stride == offset (the others only hold records)
+    offset: int = 0
 
 
 def _check_q(q: NumberLike) -> Fraction:
@@ -120,6 +124,41 @@ def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
     return _Cells(float(first), float(last), last - first + 1, cells)
 
 
+#: Most integer points added to the cells of a numeric column (``integer_points``).
+MAX_POINTS = 1 << 20
+
+
+def integer_points(bounds: tuple[float, float]) -> tuple[int, int] | None:
+    """The integers of public bounds as extra candidates of a numeric column, or ``None`` (none, or over 2^20)."""
+    low, high = check_bounds_pair(bounds)
+    first, last = math.ceil(low), math.floor(high)
+    return (first, last) if first <= last and last - first + 1 <= MAX_POINTS else None
+
+
+def _to_points(values: ArrayLike, low: float, high: float, first: int, last: int) -> _Cells:
+    """Records on the half-integer grid of the integer points, whose ranks count the records below and at each.
+
+    An integer x sits at 2(x - first) + 1 (a candidate), any other x at 2(⌈x⌉ - first), between two.
+    """
+    clipped = np.clip(record_values(values), low, high)
+    whole = clipped == np.floor(clipped)
+    positions = np.where(whole, 2 * (clipped - first) + 1, 2 * (np.ceil(clipped) - first)).astype(np.int64)
+    positions.sort()
+    return _Cells(float(first), float(last), 2 * (last - first + 1) + 1, positions, stride=2, offset=1)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Public candidate sets with their base measure per candidate (equal total mass per set)."""
+
+    parts: tuple[_Cells, ...]
+    weights: tuple[int, ...]
+
+    @classmethod
+    def of(cls, cells: _Cells) -> _Candidates:
+        return cls((cells,), (1,))
+
+
 @dataclass(frozen=True)
 class _RankTable:
     """The segments' base measures, first cells and grid exponents, and the exact acceptance step.
@@ -131,6 +170,8 @@ class _RankTable:
 
     lengths: F64
     starts: I64
+    counts: I64
+    parts: I64
     exponents: I64
     sides: NDArray[np.int8]
     rate: Fraction
@@ -170,16 +211,22 @@ def _segments(cells: _Cells) -> tuple[I64, I64, I64, I64]:
     low_rank[0::2] = high_rank[0::2] = gap_ranks
     starts[1::2], lengths[1::2] = distinct, 1
     low_rank[1::2], high_rank[1::2] = below, through
+    if cells.stride > 1:  # only positions p % stride == offset are candidates: count and align those
+        ends = starts + lengths - 1
+        starts = starts + (cells.offset - starts) % cells.stride
+        lengths = np.where(ends >= starts, (ends - starts) // cells.stride + 1, 0).astype(np.int64)
     return starts, lengths, low_rank, high_rank
 
 
-def _rank_weights(cells: _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
+def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
     """The exact rank table (docs/math/exponential-mechanism.md §8.1, "Exact exponents"); large values as ints.
 
     A segment with ranks [a, b] has utility -dist(q n, [a, b]): ``q n - b`` when b < q n (below),
     ``a - q n`` when a > q n (above), else 0 (exact).
     """
-    n = cells.sorted_cells.size
+    if isinstance(candidates, _Cells):
+        candidates = _Candidates.of(candidates)
+    n = candidates.parts[0].sorted_cells.size
     num, den = q.numerator, q.denominator
     grid = _grid(n, den)
     target = num * n  # q n = target / den
@@ -187,7 +234,10 @@ def _rank_weights(cells: _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
     high = -((-target * grid) // den)  # ceil(q n D)
     split = -((-target) // den)  # ceil(q n): an integer rank v < split lies below q n
     floor = target // den  # floor(q n): an integer rank v > floor lies above q n
-    starts, lengths, a, b = _segments(cells)
+    segments = [_segments(part) for part in candidates.parts]
+    starts, counts, a, b = (np.concatenate([seg[i] for seg in segments]) for i in range(4))
+    parts = np.concatenate([np.full(seg[0].size, j, dtype=np.int64) for j, seg in enumerate(segments)])
+    lengths = np.concatenate([seg[1] * w for seg, w in zip(segments, candidates.weights, strict=True)])
     below = b < split
     above = a > floor
     sides = np.where(below, _BELOW, np.where(above, _ABOVE, _EXACT)).astype(np.int8)
@@ -196,6 +246,8 @@ def _rank_weights(cells: _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
     return _RankTable(
         lengths=lengths.astype(np.float64),
         starts=starts,
+        counts=counts,
+        parts=parts,
         exponents=exponents,
         sides=sides,
         rate=epsilon / (2 * grid),
@@ -216,12 +268,17 @@ def _accepted(table: _RankTable, runs: I64) -> NDArray[np.bool_]:
 
 
 def _draw_cells(cells: _Cells, q: Fraction, epsilon: Fraction, size: int) -> I64:
-    """``size`` independent exact draws of the output cell (the mechanism's randomness).
+    """``size`` independent exact draws of the output cell of one candidate set (``_draw``)."""
+    return _draw(_Candidates.of(cells), q, epsilon, size)[1]
+
+
+def _draw(candidates: _Candidates, q: Fraction, epsilon: Fraction, size: int) -> tuple[I64, I64]:
+    """``size`` independent exact draws: (candidate set, position) each (the mechanism's randomness).
 
     ``epsilon`` is the rate of the utility in rank units: the privacy loss divided by the utility's
     sensitivity (``utility_sensitivity``).
     """
-    table = _rank_weights(cells, q, epsilon)
+    table = _rank_weights(candidates, q, epsilon)
     sampler = CategoricalSampler.build(table.lengths, table.exponents, table.rate)
     runs = sampler.draw(size)
     if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
@@ -229,7 +286,8 @@ def _draw_cells(cells: _Cells, q: Fraction, epsilon: Fraction, size: int) -> I64
         while pending.size:
             runs[pending] = sampler.draw(pending.size)
             pending = pending[~_accepted(table, runs[pending])]
-    return table.starts[runs] + exact.uniform_below(table.lengths[runs].astype(np.int64))
+    strides = np.array([part.stride for part in candidates.parts], dtype=np.int64)[table.parts[runs]]
+    return table.parts[runs], table.starts[runs] + strides * exact.uniform_below(table.counts[runs])
 
 
 def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:
@@ -240,31 +298,53 @@ def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:
 
 
 def _prepared(
-    values: ArrayLike, bounds: tuple[float, float], resolution: int | None, integers: bool
-) -> tuple[_Cells, Callable[[I64], F64]]:
-    """The records on their public candidates, and the map from a chosen cell to the released value."""
+    values: ArrayLike, bounds: tuple[float, float], resolution: int | None, integers: bool, points: bool
+) -> tuple[_Candidates, Callable[[I64, I64], F64]]:
+    """The records on their public candidates, and the map from a chosen (set, position) to the released value.
+
+    ``integers``: the integers of [L, U] alone (an integer column). ``points``: the K cells and the P
+    integers of [L, U] together, each set with half the base measure (weights P per cell, K per integer).
+    """
     if integers:
         if resolution is not None:
             raise UsageError(
                 "integer candidates fix the resolution (one cell per integer)", resolution, "drop resolution="
             )
         first, last = integer_candidates(bounds)
-        return _to_integer_cells(values, first, last), lambda cell: (cell + first).astype(np.float64)
+        cells = _to_integer_cells(values, first, last)
+        return _Candidates.of(cells), lambda _, cell: (cell + first).astype(np.float64)
     low, high = check_bounds_pair(bounds)
     k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
-    return _to_cells(values, low, high, k), lambda cell: _cell_midpoints(cell, low, high, k)
+    cells = _to_cells(values, low, high, k)
+    span = integer_points((low, high)) if points else None
+    if span is None:
+        return _Candidates.of(cells), lambda _, cell: _cell_midpoints(cell, low, high, k)
+    first, last = span
+    grid = _to_points(values, low, high, first, last)
+
+    def release(part: I64, position: I64) -> F64:
+        integer = (first + (position - 1) // 2).astype(np.float64)
+        return np.where(part == 1, integer, _cell_midpoints(np.where(part == 0, position, 0), low, high, k))
+
+    return _Candidates((cells, grid), (last - first + 1, k)), release
 
 
-def _details(epsilon: Fraction, sensitivity: Fraction, cells: _Cells, count: int, integers: bool) -> dict[str, Any]:
+def _details(
+    epsilon: Fraction, sensitivity: Fraction, candidates: _Candidates, count: int, integers: bool
+) -> dict[str, Any]:
     beta = 1.0 - REPORTED_CONFIDENCE
+    cells = candidates.parts[0]
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
+    kind = "integers" if integers else "cells and integers" if len(candidates.parts) > 1 else "cells"
+    # rank accuracy over m candidates of equal weight; with two halves, ln(2K/β) bounds the cells' term
+    effective = cells.resolution * len(candidates.parts)
     return {
         "resolution": cells.resolution,
-        "candidates": "integers" if integers else "cells",
+        "candidates": kind,
         "cell_width": width,
         "epsilon_per_quantile": str(epsilon),
         "utility_sensitivity": str(sensitivity),
-        "rank_excess_bound": widen(2.0 * float(sensitivity / epsilon) * math.log(cells.resolution / beta)),
+        "rank_excess_bound": widen(2.0 * float(sensitivity / epsilon) * math.log(effective / beta)),
         "rank_excess_confidence": REPORTED_CONFIDENCE,
         "rank_statement": (
             "with the stated confidence dist(q n, ranks(c)) <= min_c' dist(q n, ranks(c')) + rank_excess_bound, "
@@ -295,6 +375,7 @@ def em_quantile(
     resolution: int | None = None,
     adjacency: Adjacency | None = None,
     integers: bool = False,
+    integer_points: bool = False,
 ) -> MechanismResult:
     """An epsilon-DP q-quantile of ``values`` clipped to public ``bounds``, by the exponential mechanism.
 
@@ -313,6 +394,9 @@ def em_quantile(
         adjacency: the neighbouring relation the guarantee must hold under; ``Adjacency.ADD_REMOVE``
             sharpens the weights by 1 / max(q, 1 − q) (2x for the median). ``None``: valid under both.
         integers: candidates are the integers in [L, U] (records rounded to the nearest one).
+        integer_points: the cells and, with half the base measure, the integers of [L, U] (at most
+            2^20 of them, else cells alone), so a tie at an integer value of a numeric column is
+            released at that value (docs/math/exponential-mechanism.md §8.3).
 
     Returns:
         A ``MechanismResult`` with ``value`` the released float, ``loss = PureDP(epsilon)``,
@@ -326,16 +410,16 @@ def em_quantile(
     """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    cells, release = _prepared(values, bounds, resolution, integers)
+    candidates, release = _prepared(values, bounds, resolution, integers, integer_points)
     sensitivity = utility_sensitivity(quantile, adjacency)
-    chosen = _draw_cells(cells, quantile, eps / sensitivity, 1)
+    part, chosen = _draw(candidates, quantile, eps / sensitivity, 1)
     return MechanismResult(
-        value=float(release(chosen)[0]),
+        value=float(release(part, chosen)[0]),
         loss=PureDP(eps),
         accuracy=None,
         mechanism=MECHANISM,
         guarantee=_guarantee(eps, sensitivity, 1, adjacency),
-        details={"q": str(quantile), **_details(eps, sensitivity, cells, 1, integers)},
+        details={"q": str(quantile), **_details(eps, sensitivity, candidates, 1, integers)},
     )
 
 
@@ -348,6 +432,7 @@ def em_quantiles(
     resolution: int | None = None,
     adjacency: Adjacency | None = None,
     integers: bool = False,
+    integer_points: bool = False,
 ) -> MechanismResult:
     """Several quantiles, each by ``em_quantile``'s mechanism with epsilon / len(qs).
 
@@ -364,20 +449,21 @@ def em_quantiles(
     if isinstance(qs, (str, bytes)) or len(qs) == 0:
         raise UsageError("qs must be a non-empty sequence of quantiles", qs, "pass e.g. qs=[0.25, 0.5, 0.75]")
     quantiles = [_check_q(q) for q in qs]
-    cells, release = _prepared(values, bounds, resolution, integers)
+    candidates, release = _prepared(values, bounds, resolution, integers, integer_points)
     share = eps / len(quantiles)
     sensitivities = [utility_sensitivity(quantile, adjacency) for quantile in quantiles]
-    chosen = np.concatenate(
-        [_draw_cells(cells, quantile, share / sens, 1) for quantile, sens in zip(quantiles, sensitivities, strict=True)]
-    )
+    draws = [
+        _draw(candidates, quantile, share / sens, 1) for quantile, sens in zip(quantiles, sensitivities, strict=True)
+    ]
+    part, chosen = (np.concatenate([d[i] for d in draws]) for i in (0, 1))
     return MechanismResult(
-        value=release(chosen),
+        value=release(part, chosen),
         loss=PureDP(eps),
         accuracy=None,
         mechanism=MECHANISM,
         guarantee=_guarantee(eps, max(sensitivities), len(quantiles), adjacency),
         details={
             "qs": [str(q) for q in quantiles],
-            **_details(share, max(sensitivities), cells, len(quantiles), integers),
+            **_details(share, max(sensitivities), candidates, len(quantiles), integers),
         },
     )

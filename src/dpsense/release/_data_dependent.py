@@ -26,7 +26,7 @@ from dpsense.core.errors import InternalError
 from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, ReleaseEngine, count_present, count_units
-from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION, integer_candidates, utility_sensitivity
+from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION, integer_candidates, integer_points, utility_sensitivity
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
 from dpsense.sensitivity.graph import UndirectedGraph
 from dpsense.sensitivity.order_statistics import RankedValues
@@ -84,10 +84,17 @@ class DataDependentSteps(ABC):
         low, high = inward_interval(*agg.bounds[0])
         eps = step.mechanism_epsilon
         values: list[Any] = []
-        integers = agg.integer_candidates and step.mechanism is Mechanism.EM_QUANTILE
+        em = step.mechanism is Mechanism.EM_QUANTILE
+        integers = agg.integer_candidates and em
+        # a numeric column: the integers of [L, U] join the cells (public: the bounds alone decide)
+        points = em and not integers and integer_points((low, high)) is not None
         for x in self.present_values(agg, step):
-            values.append(order_release(step, x, q, (low, high), eps, self.plan.adjacency, integers=integers))
-        note = _rank_note(step, q, eps, self.plan.adjacency, (low, high) if integers else None)
+            values.append(
+                order_release(
+                    step, x, q, (low, high), eps, self.plan.adjacency, integers=integers, integer_points=points
+                )
+            )
+        note = _rank_note(step, q, eps, self.plan.adjacency, (low, high) if integers else None, points=points)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, step.unit_cost)]
 
     def present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
@@ -310,7 +317,13 @@ class DataDependentSteps(ABC):
 
 
 def _rank_note(
-    step: PlanStep, q: Fraction, eps: Fraction, adjacency: Adjacency, integer_bounds: tuple[float, float] | None
+    step: PlanStep,
+    q: Fraction,
+    eps: Fraction,
+    adjacency: Adjacency,
+    integer_bounds: tuple[float, float] | None,
+    *,
+    points: bool = False,
 ) -> str:
     """The public rank accuracy of an EM or inverse-sensitivity order statistic (Dwork-Roth Thm 3.11)."""
     em = step.mechanism is Mechanism.EM_QUANTILE
@@ -318,6 +331,8 @@ def _rank_note(
     if integer_bounds is not None:
         first, last = integer_candidates(integer_bounds)
         count, cells = last - first + 1, f"K = {last - first + 1} integer candidates"
+    elif points:  # two candidate sets of equal mass: the bound of 2K cells holds for the cells' half
+        count, cells = 2 * DEFAULT_RESOLUTION, "K = 2^32 public cells and the integers of the bounds"
     else:
         count, cells = DEFAULT_RESOLUTION, "K = 2^32 public cells"
     rank_error = 2.0 * float(sens) / float(eps) * math.log(count / (1 - CONFIDENCE))

@@ -85,6 +85,7 @@ def order_release(
     adj: Adjacency,
     *,
     integers: bool = False,
+    integer_points: bool = False,
 ) -> float:
     """The order statistic's mechanism on the values x of one group (total: no record is a uniform cell).
 
@@ -97,7 +98,15 @@ def order_release(
         # Δu = max(q, 1 − q) when neighbours add or remove records of this group; under replace a moved
         # unit also adds to or removes from a group, and Δu = 1 covers both (docs/math/exponential-mechanism.md §8.2)
         em_adjacency = adj if adj is Adjacency.ADD_REMOVE else None
-        result = mech.em_quantile(x, q=q, bounds=bounds, epsilon=eps, adjacency=em_adjacency, integers=integers)
+        result = mech.em_quantile(
+            x,
+            q=q,
+            bounds=bounds,
+            epsilon=eps,
+            adjacency=em_adjacency,
+            integers=integers,
+            integer_points=integer_points,
+        )
     elif step.mechanism.family is Family.INVERSE_SENSITIVITY:
         rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz
         result = mech.inverse_sensitivity_order_statistic(x, rank=rank, bounds=bounds, epsilon=eps)

@@ -345,3 +345,60 @@ def test_integer_candidates_refuse_bounds_without_an_integer_and_a_resolution() 
         em_quantile([0.2], q=0.5, bounds=(0.1, 0.9), epsilon=1, integers=True)
     with pytest.raises(UsageError, match="fix the resolution"):
         em_quantile([1.0], q=0.5, bounds=(0, 9), epsilon=1, integers=True, resolution=10)
+
+
+@pytest.mark.statistical
+def test_cells_and_integer_points_follow_the_mixed_em_law() -> None:
+    """K cells (base measure P each) and the P integers of [L, U] (K each), ranks from the definition."""
+    values = np.array([0.4, 2.0, 2.0, 2.0, 3.3, 5.0, 7.9])
+    q, epsilon, resolution, low, high = Fraction(1, 2), Fraction(1), 8, 0.0, 8.0
+    ints = np.arange(0, 9)
+    released = np.array(
+        [
+            em_quantile(values, q=q, bounds=(low, high), epsilon=epsilon, resolution=resolution, integer_points=True)
+            for _ in range(20_000)
+        ],
+        dtype=object,
+    )
+    outputs = np.array([r.value for r in released])
+    is_point = np.isin(outputs, ints) & ~np.isclose(outputs % 1, 0.5)
+    # outcome index: cells 0..7 by their midpoint, points 8..16 by their integer
+    index = np.where(is_point, resolution + outputs.astype(np.int64), np.floor(outputs).astype(np.int64))
+
+    def pmf(f: float) -> np.ndarray:
+        rate = epsilon * Fraction(str(f))
+        cells = np.minimum(np.floor(values * resolution / high), resolution - 1)
+        qn = q * len(values)
+
+        def weight(a: int, b: int, measure: int) -> float:
+            return measure * math.exp(-float(rate * max(a - qn, qn - b, Fraction(0)) / 2))
+
+        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), ints.size) for c in range(resolution)]
+        w += [weight(int(np.sum(values < p)), int(np.sum(values <= p)), resolution) for p in ints]
+        arr = np.array(w)
+        return arr / arr.sum()
+
+    assert_calibrated(lambda f: chi_square_pvalue(index, lambda s: pmf(f)[s], 0, resolution + ints.size - 1), what="ε")
+
+
+def test_integer_points_release_a_tie_of_a_numeric_column_at_its_value() -> None:
+    ages = np.array([42.0] * 30 + list(np.arange(18.0, 90.0)))  # whole numbers stored as floats
+    with deterministic_entropy(3):
+        points = [
+            em_quantile(ages, q=0.5, bounds=(0, 120), epsilon=1, adjacency=Adjacency.ADD_REMOVE, integer_points=True)
+            for _ in range(100)
+        ]
+        cells = [
+            em_quantile(ages, q=0.5, bounds=(0, 120), epsilon=1, adjacency=Adjacency.ADD_REMOVE) for _ in range(100)
+        ]
+    assert sum(r.value == 42.0 for r in points) >= 80  # the point 42 holds the median's ranks
+    assert sum(r.value == 42.0 for r in cells) == 0  # cells only: a midpoint, never 42 itself
+    assert points[0].details["candidates"] == "cells and integers"
+
+
+def test_integer_points_are_skipped_past_two_to_the_twenty() -> None:
+    assert quantile.integer_points((0, 2**20 - 1)) == (0, 2**20 - 1)
+    assert quantile.integer_points((0, 2**20)) is None
+    assert quantile.integer_points((0.2, 0.8)) is None
+    result = em_quantile([1.0, 2.0], q=0.5, bounds=(0, 1e9), epsilon=1, integer_points=True)
+    assert result.details["candidates"] == "cells"
