@@ -627,8 +627,8 @@ def em_law(
     """Smith's EM quantile with tie-aware ranks, written from its definition (not from the sampler).
 
     p(c) ~ m(c) exp(-eps dist(q n, [#{< c}, #{<= c}]) / (2 Δu)) over the public candidates (2^32 cells of
-    [L, U]; or the integers of [L, U]; or both, m = P per cell and K per integer); Δu = max(q, 1 - q)
-    under add/remove, else 1.
+    [L, U]; or the integers of [L, U]; or both, m = P D per cell and K per integer, D = POINT_DILUTION);
+    Δu = max(q, 1 - q) under add/remove, else 1.
     """
     if integers:
         first, last = math.ceil(low), math.floor(high)
@@ -649,7 +649,8 @@ def em_law(
     first, last = math.ceil(low), math.floor(high)
     if integers or not integer_points or not 1 <= last - first + 1 <= 2**20:
         return _law(cells, resolution, log_weight)
-    cell_law = _law(cells, resolution, lambda c: math.log(last - first + 1) + log_weight(c))
+    cell_measure = math.log(mech.quantile.POINT_DILUTION * (last - first + 1))  # P D per cell, K per point
+    cell_law = _law(cells, resolution, lambda c: cell_measure + log_weight(c))
     clipped = np.sort(np.clip(np.asarray(values, dtype=np.float64), low, high))
     ints = np.arange(first, last + 1, dtype=np.float64)
     below = np.searchsorted(clipped, ints, side="left").astype(np.float64)

@@ -126,6 +126,8 @@ def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
 
 #: Most integer points added to the cells of a numeric column (``integer_points``).
 MAX_POINTS = 1 << 20
+#: The integer points together carry 1/POINT_DILUTION of the cells' mass (docs/math/exponential-mechanism.md §8.3).
+POINT_DILUTION = 4
 
 
 def integer_points(bounds: tuple[float, float]) -> tuple[int, int] | None:
@@ -303,7 +305,8 @@ def _prepared(
     """The records on their public candidates, and the map from a chosen (set, position) to the released value.
 
     ``integers``: the integers of [L, U] alone (an integer column). ``points``: the K cells and the P
-    integers of [L, U] together, each set with half the base measure (weights P per cell, K per integer).
+    integers of [L, U] together, the points with 1/D of the cells' total mass (weights P D per cell, K per
+    integer, D = ``POINT_DILUTION``).
     """
     if integers:
         if resolution is not None:
@@ -326,7 +329,7 @@ def _prepared(
         integer = (first + (position - 1) // 2).astype(np.float64)
         return np.where(part == 1, integer, _cell_midpoints(np.where(part == 0, position, 0), low, high, k))
 
-    return _Candidates((cells, grid), (last - first + 1, k)), release
+    return _Candidates((cells, grid), (POINT_DILUTION * (last - first + 1), k)), release
 
 
 def _details(
@@ -336,8 +339,9 @@ def _details(
     cells = candidates.parts[0]
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
     kind = "integers" if integers else "cells and integers" if len(candidates.parts) > 1 else "cells"
-    # rank accuracy over m candidates of equal weight; with two halves, ln(2K/β) bounds the cells' term
-    effective = cells.resolution * len(candidates.parts)
+    # DR Thm 3.11 with a base measure: the best candidate weighs at least one cell, so the term is
+    # ln(total mass / one cell's / β) = ln(K (1 + 1/D) / β) with integer points, ln(K/β) without
+    effective = cells.resolution * (1 + 1 / POINT_DILUTION) if len(candidates.parts) > 1 else cells.resolution
     return {
         "resolution": cells.resolution,
         "candidates": kind,

@@ -26,7 +26,13 @@ from dpsense.core.errors import InternalError
 from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, ReleaseEngine, count_present, count_units
-from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION, integer_candidates, integer_points, utility_sensitivity
+from dpsense.mechanisms.quantile import (
+    DEFAULT_RESOLUTION,
+    POINT_DILUTION,
+    integer_candidates,
+    integer_points,
+    utility_sensitivity,
+)
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
 from dpsense.sensitivity.graph import UndirectedGraph
 from dpsense.sensitivity.order_statistics import RankedValues
@@ -328,11 +334,13 @@ def _rank_note(
     """The public rank accuracy of an EM or inverse-sensitivity order statistic (Dwork-Roth Thm 3.11)."""
     em = step.mechanism is Mechanism.EM_QUANTILE
     sens = utility_sensitivity(q, adjacency if em and adjacency is Adjacency.ADD_REMOVE else None) if em else 1
+    count: float
     if integer_bounds is not None:
         first, last = integer_candidates(integer_bounds)
         count, cells = last - first + 1, f"K = {last - first + 1} integer candidates"
-    elif points:  # two candidate sets of equal mass: the bound of 2K cells holds for the cells' half
-        count, cells = 2 * DEFAULT_RESOLUTION, "K = 2^32 public cells and the integers of the bounds"
+    elif points:  # the integer points add 1/D of the cells' mass: ln(K (1 + 1/D) / β)
+        count = DEFAULT_RESOLUTION * (1 + 1 / POINT_DILUTION)
+        cells = "K = 2^32 public cells and the integers of the bounds"
     else:
         count, cells = DEFAULT_RESOLUTION, "K = 2^32 public cells"
     rank_error = 2.0 * float(sens) / float(eps) * math.log(count / (1 - CONFIDENCE))

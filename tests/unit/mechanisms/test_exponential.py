@@ -349,7 +349,7 @@ def test_integer_candidates_refuse_bounds_without_an_integer_and_a_resolution() 
 
 @pytest.mark.statistical
 def test_cells_and_integer_points_follow_the_mixed_em_law() -> None:
-    """K cells (base measure P each) and the P integers of [L, U] (K each), ranks from the definition."""
+    """K cells (base measure P D each) and the P integers of [L, U] (K each), ranks from the definition."""
     values = np.array([0.4, 2.0, 2.0, 2.0, 3.3, 5.0, 7.9])
     q, epsilon, resolution, low, high = Fraction(1, 2), Fraction(1), 8, 0.0, 8.0
     ints = np.arange(0, 9)
@@ -373,7 +373,8 @@ def test_cells_and_integer_points_follow_the_mixed_em_law() -> None:
         def weight(a: int, b: int, measure: int) -> float:
             return measure * math.exp(-float(rate * max(a - qn, qn - b, Fraction(0)) / 2))
 
-        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), ints.size) for c in range(resolution)]
+        cell_measure = quantile.POINT_DILUTION * ints.size  # P D per cell, K per integer point
+        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), cell_measure) for c in range(resolution)]
         w += [weight(int(np.sum(values < p)), int(np.sum(values <= p)), resolution) for p in ints]
         arr = np.array(w)
         return arr / arr.sum()
