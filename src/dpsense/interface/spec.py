@@ -43,8 +43,9 @@ from pydantic_core import PydanticCustomError
 
 from dpsense.core.errors import UsageError
 from dpsense.query import Aggregate, AggregateKind, Query
-from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields, build_query
+from dpsense.query._fields import build_query
 from dpsense.query._values import NUMBER_RULE, number_problem
+from dpsense.statistics import AGGREGATE_FIELDS, aggregate_from_fields
 
 #: The longest name (dataset, snapshot, column, mechanism, aggregate, family).
 MAX_NAME = 200

@@ -2,19 +2,22 @@
 
 Each module states a statistic's planner rule: the mechanisms an analyst may name and the default,
 the parts it is released in, its contribution bound and its global sensitivity per adjacency x
-grouping (``_base.Statistic``). Adding a statistic: its module, its tests, an entry below (and its
+grouping (``_base.Statistic``), and its declarative spelling (``fields``, ``from_fields``: the YAML
+spec and the HTTP body). Adding a statistic: its module, its tests, an entry below (and its
 ``AggregateKind`` and constructor in ``query._aggregates``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._rules import Facts
 from dpsense.query.planner import plan as plan_with_rules
-from dpsense.statistics._base import Statistic
+from dpsense.statistics._base import Fields, Statistic
 from dpsense.statistics.approx_bounds import ApproxBounds
 from dpsense.statistics.clipped_count import ClippedCount
 from dpsense.statistics.count import Count
@@ -52,13 +55,35 @@ STATISTICS: dict[AggregateKind, Statistic] = {
 ALLOWED_MECHANISMS: dict[AggregateKind, tuple[Mechanism, ...]] = {k: s.mechanisms for k, s in STATISTICS.items()}
 
 
+#: Per statistic, its declarative spelling: (fields it accepts, fields it requires) (a view of the registry).
+AGGREGATE_FIELDS: dict[AggregateKind, Fields] = {k: s.fields for k, s in STATISTICS.items()}
+
+
 def statistic(kind: AggregateKind) -> Statistic:
     """The registered statistic of ``kind``."""
     return STATISTICS[kind]
+
+
+def aggregate_from_fields(kind: AggregateKind, fields: Mapping[str, Any]) -> Aggregate:
+    """The aggregate of ``kind`` from its declarative fields (absent ones ``None``): its module's ``from_fields``.
+
+    The caller has checked the field names against ``AGGREGATE_FIELDS`` (required ones present, no
+    others); the constructors check the values.
+    """
+    return STATISTICS[kind].from_fields({k: v for k, v in fields.items() if v is not None})
 
 
 #: ``dpsense.query.plan`` with every registered statistic's rule (what the Session plans with).
 plan = partial(plan_with_rules, rules=STATISTICS)
 
 
-__all__ = ["ALLOWED_MECHANISMS", "STATISTICS", "Facts", "Statistic", "plan", "statistic"]
+__all__ = [
+    "AGGREGATE_FIELDS",
+    "ALLOWED_MECHANISMS",
+    "STATISTICS",
+    "Facts",
+    "Statistic",
+    "aggregate_from_fields",
+    "plan",
+    "statistic",
+]

@@ -18,6 +18,7 @@ Everything here is a function of public facts; nothing reads data.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, ClassVar, Protocol
 
@@ -25,7 +26,7 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UsageError
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import GroupRow
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Family, Mechanism, mechanism_named
 from dpsense.query._parts import StepPart
@@ -86,11 +87,39 @@ COUNTING = (M.LAPLACE, M.GAUSSIAN, M.GEOMETRIC)
 ADDITIVE = (M.LAPLACE, M.GAUSSIAN)
 
 
+#: The declarative fields (a YAML spec's and an HTTP body's aggregate) every statistic takes.
+SHARED_FIELDS = frozenset({"kind", "max_rows_per_unit", "mechanism"})
+#: ... a statistic of one bounded numeric column, and the proposed bound of the PTR mechanisms.
+NUMERIC_FIELDS = SHARED_FIELDS | {"column", "bounds"}
+PTR_FIELDS = frozenset({"proposed_bound"})
+#: (fields a statistic accepts, fields it requires) in its declarative spelling.
+Fields = tuple[frozenset[str], frozenset[str]]
+
+
+def common_fields(f: Mapping[str, Any]) -> dict[str, Any]:
+    """The contribution bound and the named mechanism of a declarative aggregate."""
+    return {"max_rows_per_unit": f.get("max_rows_per_unit"), "mechanism": f.get("mechanism")}
+
+
+def bounds_field(f: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    """The ``bounds`` pair of a declarative aggregate, if given."""
+    bounds = f.get("bounds")
+    return None if bounds is None else (bounds[0], bounds[1])
+
+
 class Statistic:
-    """One statistic's planner rule (see the module docstring); subclasses set the class attributes."""
+    """One statistic's planner rule (see the module docstring); subclasses set the class attributes.
+
+    ``fields`` and ``from_fields`` are its declarative spelling (``dpsense release SPEC.yaml``, the
+    service's JSON body): the fields it accepts and requires, and the aggregate they describe (the
+    front ends check the names against ``fields``, the constructor checks the values).
+    """
 
     kind: ClassVar[AggregateKind]
     mechanisms: ClassVar[tuple[Mechanism, ...]]
+    fields: ClassVar[Fields] = (NUMERIC_FIELDS, frozenset({"column"}))
+    #: The constructor of a one-column numeric statistic: its spelling ``{kind, column, bounds?, ...}``.
+    constructor: ClassVar[Callable[..., Aggregate] | None] = None
     data_dependent: ClassVar[bool] = False
     collects: ClassVar[bool] = False
     default_reason: ClassVar[str] = "pure ε-DP default for additive statistics"
@@ -98,6 +127,13 @@ class Statistic:
     def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """The mechanism chosen from public facts when the analyst names none."""
         return Choice(self.mechanisms[0], "default", self.default_reason)
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """The aggregate of its declarative spelling (absent fields left out); by default ``constructor``'s."""
+        build = type(self).constructor
+        if build is None:
+            raise InternalError(f"{self.kind.value} has no declarative spelling")
+        return build(f["column"], bounds=bounds_field(f), **common_fields(f))
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool

@@ -8,8 +8,9 @@ pure ε-DP; docs/math/global-sensitivity.md). Released ungrouped, as two columns
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,7 +20,8 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UnsupportedRequest, UsageError
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.mechanisms.approx_bounds import LARGEST_EXPONENT, SMALLEST_EXPONENT
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
@@ -27,7 +29,7 @@ from dpsense.query._planner_rules import Choice, count_sensitivity
 from dpsense.query._rules import Facts
 from dpsense.query.planner import Plan, PlanStep
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import Produced, Runner, Statistic
+from dpsense.statistics._base import SHARED_FIELDS, Fields, Produced, Runner, Statistic, common_fields
 from dpsense.statistics._steps import Output, check_result_loss
 
 
@@ -37,6 +39,11 @@ class ApproxBounds(Statistic):
     kind: ClassVar[AggregateKind] = AggregateKind.APPROX_BOUNDS
     mechanisms: ClassVar[tuple[Mechanism, ...]] = (Mechanism.APPROX_BOUNDS,)
     collects: ClassVar[bool] = True
+    fields: ClassVar[Fields] = (SHARED_FIELDS | {"column"}, frozenset({"column"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: approx_bounds, column, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.approx_bounds(f["column"], **common_fields(f))
 
     def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """Its only mechanism."""

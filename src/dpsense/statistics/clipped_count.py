@@ -6,14 +6,16 @@ bounded rows as the statistic it concerns. Mechanisms: Laplace (default), Gaussi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from dpsense.core.numbers import inward_interval
 from dpsense.engine import count_outside
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query.planner import PlanStep
-from dpsense.statistics._base import Runner
+from dpsense.statistics._base import NUMERIC_FIELDS, Fields, Runner, Statistic
 from dpsense.statistics.count import Count
 
 
@@ -21,6 +23,10 @@ class ClippedCount(Count):
     """Rows outside [L, U], counted like ``count``."""
 
     kind: ClassVar[AggregateKind] = AggregateKind.CLIPPED_COUNT
+    fields: ClassVar[Fields] = (NUMERIC_FIELDS, frozenset({"column"}))
+
+    constructor: ClassVar[Callable[..., Aggregate] | None] = aggregates.clipped_count
+    from_fields = Statistic.from_fields  # the numeric spelling, not the count's it inherits
 
     def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
         """The rows outside the bounds; a double lies in them exactly when it lies in their inward double interval."""

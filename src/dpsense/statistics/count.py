@@ -9,13 +9,15 @@ Mechanisms: Laplace (default, pure ε), Gaussian ((ε, δ)), geometric (pure ε,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
 from dpsense.engine import count_rows
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
@@ -23,7 +25,7 @@ from dpsense.query._planner_rules import count_sensitivity
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
 from dpsense.statistics import _steps
-from dpsense.statistics._base import COUNTING, Facts, Produced, Runner, Statistic
+from dpsense.statistics._base import COUNTING, SHARED_FIELDS, Facts, Fields, Produced, Runner, Statistic, common_fields
 from dpsense.statistics._steps import Output, accuracy_note, error_bounds
 
 
@@ -32,6 +34,11 @@ class Count(Statistic):
 
     kind: ClassVar[AggregateKind] = AggregateKind.COUNT
     mechanisms: ClassVar[tuple[Mechanism, ...]] = COUNTING
+    fields: ClassVar[Fields] = (SHARED_FIELDS, frozenset())
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: count, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.count(**common_fields(f))
 
     def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
         """Rows counted, overall or per public group."""

@@ -8,19 +8,21 @@ A grouped count_units needs C0. Mechanisms: Laplace (default), Gaussian, geometr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, ClassVar
 
 from dpsense.core.errors import UsageError
 from dpsense.engine import count_units
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import units_sensitivity
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import COUNTING, Facts, Produced, Runner, Statistic
+from dpsense.statistics._base import COUNTING, Facts, Fields, Produced, Runner, Statistic
 from dpsense.statistics._steps import ALL_ROWS
 from dpsense.statistics.count import release_counts
 
@@ -30,6 +32,11 @@ class CountUnits(Statistic):
 
     kind: ClassVar[AggregateKind] = AggregateKind.COUNT_UNITS
     mechanisms: ClassVar[tuple[Mechanism, ...]] = COUNTING
+    fields: ClassVar[Fields] = (frozenset({"kind", "mechanism"}), frozenset())
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: count_units, mechanism?}``."""
+        return aggregates.count_units(mechanism=f.get("mechanism"))
 
     def rows(self, agg: AggregateIR, *, dataset_rows: int | None, groups: int | None, grouped: bool) -> int | None:
         """No C: a unit counts once (per group it touches, at most C0 of them when grouped)."""

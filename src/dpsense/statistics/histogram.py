@@ -7,18 +7,20 @@ Gaussian, geometric. Keys must be public (declared); private key selection is fo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dpsense.core.errors import UnsupportedRequest
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import count_sensitivity
 from dpsense.query.planner import Plan
 from dpsense.sensitivity import Sqrt
-from dpsense.statistics._base import COUNTING, Facts
+from dpsense.statistics._base import COUNTING, SHARED_FIELDS, Facts, Fields, common_fields
 from dpsense.statistics.count import Count
 
 
@@ -27,6 +29,11 @@ class Histogram(Count):
 
     kind: ClassVar[AggregateKind] = AggregateKind.HISTOGRAM
     mechanisms: ClassVar[tuple[Mechanism, ...]] = COUNTING
+    fields: ClassVar[Fields] = (SHARED_FIELDS | {"column", "keys"}, frozenset({"column"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: histogram, column, keys?, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.histogram(f["column"], f.get("keys"), **common_fields(f))
 
     def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
         """The count vector over the public keys (always grouped: the keys are its groups)."""

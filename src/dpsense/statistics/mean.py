@@ -9,6 +9,7 @@ Mechanisms: Laplace (default), Gaussian.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -16,7 +17,8 @@ import numpy as np
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.engine import count_present
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
@@ -24,7 +26,14 @@ from dpsense.query._planner_rules import centered_sensitivity_for, public_n_mean
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
 from dpsense.statistics import _steps
-from dpsense.statistics._base import ADDITIVE, Facts, Produced, Runner, Statistic, bounds_of
+from dpsense.statistics._base import (
+    ADDITIVE,
+    Facts,
+    Produced,
+    Runner,
+    Statistic,
+    bounds_of,
+)
 from dpsense.statistics._steps import CONFIDENCE, Output, bounded_sum, mean_error
 
 
@@ -33,6 +42,8 @@ class Mean(Statistic):
 
     kind: ClassVar[AggregateKind] = AggregateKind.MEAN
     mechanisms: ClassVar[tuple[Mechanism, ...]] = ADDITIVE
+
+    constructor: ClassVar[Callable[..., Aggregate] | None] = aggregates.mean
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool

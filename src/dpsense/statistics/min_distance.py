@@ -7,15 +7,17 @@ Released for the whole dataset; each call runs at ε / M (``unit_record_cost``).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import UnsupportedRequest
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query.planner import Plan, PlanStep
-from dpsense.statistics._base import M, Produced, Runner
+from dpsense.statistics._base import PTR_FIELDS, SHARED_FIELDS, Fields, M, Produced, Runner, bounds_field, common_fields
 from dpsense.statistics._smooth_default import SmoothDefault
 
 
@@ -28,6 +30,13 @@ class MinDistance(SmoothDefault):
         M.INVERSE_SENSITIVITY_MIN_DISTANCE,
         M.PTR_MIN_DISTANCE,
     )
+    fields: ClassVar[Fields] = (SHARED_FIELDS | PTR_FIELDS | {"columns", "bounds"}, frozenset({"columns"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: min_distance, columns, bounds?, proposed_bound?, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.min_distance(
+            f["columns"], bounds=bounds_field(f), proposed_bound=f.get("proposed_bound"), **common_fields(f)
+        )
 
     def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
         """Add/remove only, for the whole dataset, in a box (equal bounds on every coordinate)."""

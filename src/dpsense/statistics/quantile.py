@@ -11,17 +11,30 @@ public n (a count step first). A unit's change costs M record changes over the g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query._planner_rules import QUANTILE_INVSENS_FROM_EPSILON, Choice
 from dpsense.query.planner import PlanStep
-from dpsense.statistics._base import M, Produced, Runner, Statistic, needs_public_n
+from dpsense.statistics._base import (
+    NUMERIC_FIELDS,
+    PTR_FIELDS,
+    Fields,
+    M,
+    Produced,
+    Runner,
+    Statistic,
+    bounds_field,
+    common_fields,
+    needs_public_n,
+)
 
 
 class Quantile(Statistic):
@@ -36,6 +49,13 @@ class Quantile(Statistic):
     )
     data_dependent: ClassVar[bool] = True
     collects: ClassVar[bool] = True
+    fields: ClassVar[Fields] = (NUMERIC_FIELDS | PTR_FIELDS | {"q"}, frozenset({"column", "q"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: quantile, column, q, bounds?, proposed_bound?, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.quantile(
+            f["column"], f["q"], bounds=bounds_field(f), proposed_bound=f.get("proposed_bound"), **common_fields(f)
+        )
 
     def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
         """The exponential mechanism under add/remove; under replace, inverse sensitivity from ε = 1 per call.
@@ -72,3 +92,10 @@ class Median(Quantile):
         M.SMOOTH_MEDIAN,
         M.PTR_ORDER_STATISTIC,
     )
+    fields: ClassVar[Fields] = (NUMERIC_FIELDS | PTR_FIELDS, frozenset({"column"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: median, column, bounds?, proposed_bound?, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.median(
+            f["column"], bounds=bounds_field(f), proposed_bound=f.get("proposed_bound"), **common_fields(f)
+        )

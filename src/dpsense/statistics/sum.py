@@ -9,12 +9,14 @@ group while its replacement enters another; §1.4). Mechanisms: Laplace (default
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
@@ -22,7 +24,14 @@ from dpsense.query._planner_rules import sum_sensitivity_for
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
 from dpsense.statistics import _steps
-from dpsense.statistics._base import ADDITIVE, Facts, Produced, Runner, Statistic, bounds_of
+from dpsense.statistics._base import (
+    ADDITIVE,
+    Facts,
+    Produced,
+    Runner,
+    Statistic,
+    bounds_of,
+)
 from dpsense.statistics._steps import Output, accuracy_note, bounded_sum, error_bounds
 
 
@@ -31,6 +40,8 @@ class Sum(Statistic):
 
     kind: ClassVar[AggregateKind] = AggregateKind.SUM
     mechanisms: ClassVar[tuple[Mechanism, ...]] = ADDITIVE
+
+    constructor: ClassVar[Callable[..., Aggregate] | None] = aggregates.sum
 
     def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
         """The clipped sum, overall or per public group."""

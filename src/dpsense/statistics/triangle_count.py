@@ -7,14 +7,16 @@ record cost M, each call runs at ε / M (group privacy). Released for the whole 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from dpsense.core.errors import UnsupportedRequest
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query.planner import Plan, PlanStep
-from dpsense.statistics._base import M, Produced, Runner
+from dpsense.statistics._base import PTR_FIELDS, SHARED_FIELDS, Fields, M, Produced, Runner, common_fields
 from dpsense.statistics._smooth_default import SmoothDefault
 
 
@@ -27,6 +29,11 @@ class TriangleCount(SmoothDefault):
         M.INVERSE_SENSITIVITY_TRIANGLE_COUNT,
         M.PTR_TRIANGLE_COUNT,
     )
+    fields: ClassVar[Fields] = (SHARED_FIELDS | PTR_FIELDS | {"columns"}, frozenset({"columns"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: triangle_count, columns, proposed_bound?, max_rows_per_unit?, mechanism?}``."""
+        return aggregates.triangle_count(f["columns"], proposed_bound=f.get("proposed_bound"), **common_fields(f))
 
     def check_executable(self, ir: QueryIR, agg: AggregateIR, plan: Plan) -> None:
         """Released for the whole graph, on a public vertex set."""

@@ -7,15 +7,26 @@ sensitivity, or Propose-Test-Release. Each call runs at ε / M (``unit_record_co
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from dpsense.core.adjacency import Adjacency
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
 from dpsense.query.planner import PlanStep
-from dpsense.statistics._base import M, Produced, Runner
+from dpsense.statistics._base import (
+    NUMERIC_FIELDS,
+    PTR_FIELDS,
+    Fields,
+    M,
+    Produced,
+    Runner,
+    bounds_field,
+    common_fields,
+)
 from dpsense.statistics._smooth_default import SmoothDefault
 
 
@@ -28,6 +39,17 @@ class TrimmedMean(SmoothDefault):
         M.INVERSE_SENSITIVITY_TRIMMED_MEAN,
         M.PTR_TRIMMED_MEAN,
     )
+    fields: ClassVar[Fields] = (NUMERIC_FIELDS | PTR_FIELDS | {"trim_fraction"}, frozenset({"column", "trim_fraction"}))
+
+    def from_fields(self, f: Mapping[str, Any]) -> Aggregate:
+        """``{kind: trimmed_mean, column, trim_fraction, bounds?, proposed_bound?, ...}``."""
+        return aggregates.trimmed_mean(
+            f["column"],
+            f["trim_fraction"],
+            bounds=bounds_field(f),
+            proposed_bound=f.get("proposed_bound"),
+            **common_fields(f),
+        )
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool

@@ -9,6 +9,7 @@ Mechanisms: Laplace (default), Gaussian.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -17,7 +18,8 @@ import numpy as np
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.numbers import inward_interval
 from dpsense.engine import centered_squares, count_present
-from dpsense.query._aggregates import AggregateKind
+from dpsense.query import _aggregates as aggregates
+from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
@@ -25,7 +27,14 @@ from dpsense.query._planner_rules import centered_sensitivity_for, squares_sensi
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
 from dpsense.statistics import _steps
-from dpsense.statistics._base import ADDITIVE, Facts, Produced, Runner, Statistic, bounds_of
+from dpsense.statistics._base import (
+    ADDITIVE,
+    Facts,
+    Produced,
+    Runner,
+    Statistic,
+    bounds_of,
+)
 from dpsense.statistics._steps import CONFIDENCE, Output, bounded_sum, variance_error
 
 
@@ -34,6 +43,8 @@ class Variance(Statistic):
 
     kind: ClassVar[AggregateKind] = AggregateKind.VARIANCE
     mechanisms: ClassVar[tuple[Mechanism, ...]] = ADDITIVE
+
+    constructor: ClassVar[Callable[..., Aggregate] | None] = aggregates.variance
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool

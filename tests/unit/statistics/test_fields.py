@@ -1,4 +1,4 @@
-"""The declarative field table shared by the YAML spec and the HTTP body, and its builder."""
+"""Each statistic's declarative spelling (its module's fields and from_fields): YAML spec and HTTP body."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from dpsense.core.errors import UsageError
 from dpsense.query import AggregateKind
-from dpsense.query._fields import AGGREGATE_FIELDS, aggregate_from_fields
+from dpsense.statistics import AGGREGATE_FIELDS, STATISTICS, aggregate_from_fields
 
 EXAMPLES = {
     AggregateKind.COUNT: {"max_rows_per_unit": 3},
@@ -49,3 +49,22 @@ def test_proposed_bound_is_offered_exactly_where_ptr_runs() -> None:
     }
     with pytest.raises(UsageError, match="> 0"):
         aggregate_from_fields(AggregateKind.MEDIAN, {"column": "x", "proposed_bound": 0})
+
+
+@pytest.mark.parametrize("kind", list(AggregateKind))
+def test_every_field_a_statistic_accepts_reaches_its_aggregate(kind: AggregateKind) -> None:
+    """A field the table accepts but from_fields ignored would be silently dropped: each one changes the result."""
+    base = aggregate_from_fields(kind, EXAMPLES[kind])
+    changed = {
+        "max_rows_per_unit": 7,
+        "mechanism": STATISTICS[kind].mechanisms[-1],
+        "bounds": (0, 5),
+        "proposed_bound": "0.25",
+        "keys": ["z"],
+        "q": "0.3",
+        "trim_fraction": "0.2",
+    }
+    allowed, _ = AGGREGATE_FIELDS[kind]
+    for name, value in changed.items():
+        if name in allowed and EXAMPLES[kind].get(name) != value:
+            assert aggregate_from_fields(kind, {**EXAMPLES[kind], name: value}) != base, name
