@@ -103,17 +103,33 @@ def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _C
     return _Cells(low, high, resolution, cells)
 
 
+#: Integer candidates stay within ±2^53, where every integer is a double (the cells are computed in float64).
+_EXACT_INTEGERS = 1 << 53
+
+
+def integer_span(low: NumberLike, high: NumberLike, *, limit: int = MAX_CELLS) -> tuple[int, int] | None:
+    """The integers ⌈L⌉ .. ⌊U⌋ of public bounds when there are 1 to ``limit`` of them within ±2^53, else ``None``.
+
+    The one rule for integer candidates and integer points, decided from the bounds alone: the query
+    builder asks it before any charge, so the release never meets a span the mechanism refuses.
+    """
+    first, last = math.ceil(to_fraction(low)), math.floor(to_fraction(high))
+    if not -_EXACT_INTEGERS <= first <= last <= _EXACT_INTEGERS or last - first + 1 > limit:
+        return None
+    return first, last
+
+
 def integer_candidates(bounds: tuple[float, float]) -> tuple[int, int]:
     """The integers ⌈L⌉ .. ⌊U⌋ of public bounds, the candidates of an integer column; refused when none."""
     low, high = check_bounds_pair(bounds)
-    first, last = math.ceil(low), math.floor(high)
-    if first > last or last - first + 1 > MAX_CELLS:
+    span = integer_span(low, high)
+    if span is None:
         raise UsageError(
-            "integer candidates need 1 to 2^52 integers within the bounds",
+            "integer candidates need 1 to 2^52 integers within the bounds, inside ±2^53",
             (low, high),
             "widen the bounds to hold an integer, or use cells (integers=False)",
         )
-    return first, last
+    return span
 
 
 def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
@@ -133,8 +149,7 @@ POINT_DILUTION = 4
 def integer_points(bounds: tuple[float, float]) -> tuple[int, int] | None:
     """The integers of public bounds as extra candidates of a numeric column, or ``None`` (none, or over 2^20)."""
     low, high = check_bounds_pair(bounds)
-    first, last = math.ceil(low), math.floor(high)
-    return (first, last) if first <= last and last - first + 1 <= MAX_POINTS else None
+    return integer_span(low, high, limit=MAX_POINTS)
 
 
 def _to_points(values: ArrayLike, low: float, high: float, first: int, last: int) -> _Cells:

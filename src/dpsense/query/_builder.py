@@ -9,13 +9,13 @@ value (a column name or a literal of the query, never data) and the fix.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import cast
 
 from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
+from dpsense.mechanisms.quantile import integer_span
 from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
 from dpsense.query._mechanisms import Family, mechanism_named
@@ -231,11 +231,11 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
 
 
 def _integer_candidates(kind: AggregateKind, columns: tuple[Column, ...], bounds: tuple[Bounds, ...]) -> bool:
-    """An order statistic of a column declared integer whose bounds hold an integer: integer candidates."""
+    """An order statistic of a column declared integer whose bounds hold integer candidates (``integer_span``)."""
     if kind not in (AggregateKind.MEDIAN, AggregateKind.QUANTILE) or columns[0].kind is not ColumnKind.INTEGER:
         return False
     low, high = bounds[0]
-    return math.ceil(low) <= math.floor(high)
+    return integer_span(low, high) is not None
 
 
 def _checked_proposed_bound(name: str, spec: Aggregate) -> Fraction | None:

@@ -403,3 +403,13 @@ def test_integer_points_are_skipped_past_two_to_the_twenty() -> None:
     assert quantile.integer_points((0.2, 0.8)) is None
     result = em_quantile([1.0, 2.0], q=0.5, bounds=(0, 1e9), epsilon=1, integer_points=True)
     assert result.details["candidates"] == "cells"
+
+
+def test_integer_span_is_the_one_rule_for_candidates_and_points() -> None:
+    assert quantile.integer_span(Fraction(1, 3), Fraction(7, 2)) == (1, 3)
+    assert quantile.integer_span(0.2, 0.8) is None
+    assert quantile.integer_span(-(2**53), 2**53 - 1, limit=2**60) == (-(2**53), 2**53 - 1)
+    assert quantile.integer_span(0, 2**53 + 2, limit=2**60) is None  # past the exact doubles
+    assert quantile.integer_span(0, 2**20, limit=2**20) is None  # 2^20 + 1 integers
+    with pytest.raises(UsageError, match="inside ±2\\^53"):
+        quantile.integer_candidates((0.0, 2.0**60))

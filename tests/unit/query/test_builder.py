@@ -140,3 +140,19 @@ def test_public_surface() -> None:
     assert constructors <= set(q.__all__)
     assert {"Query", "QueryIR", "Schema", "ColumnKind"} <= set(q.__all__)
     assert all(hasattr(q, name) for name in q.__all__)
+
+
+@pytest.mark.parametrize(
+    ("column", "bounds", "expected"),
+    [
+        ("age", None, True),  # an integer column on [0, 120]
+        ("age", ("0.2", "0.8"), False),  # no integer within the bounds: cells
+        ("age", (0, 2**60), False),  # beyond ±2^53 integers are not all doubles: cells, decided before any charge
+        ("hours", None, False),  # a numeric column: cells (and integer points, chosen at run time)
+    ],
+)
+def test_integer_candidates_are_decided_from_the_declared_kind_and_bounds(
+    schema: Schema, column: str, bounds: tuple[object, object] | None, expected: bool
+) -> None:
+    ir = Query("e").agg(m=q.median(column, bounds=bounds)).build(schema)
+    assert ir.aggregates[0].integer_candidates is expected
