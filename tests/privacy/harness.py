@@ -329,11 +329,11 @@ def capturing() -> Iterator[Capture]:
             adj: Any,
             *,
             integers: bool = False,
-            integer_points: bool = False,
+            decimal_points: bool = False,
         ) -> Any:
             cap.pending = cap.add("order", step, _materialize(x), q=q, bounds=bounds, eps=eps)
             try:
-                return original_order(step, x, q, bounds, eps, adj, integers=integers, integer_points=integer_points)
+                return original_order(step, x, q, bounds, eps, adj, integers=integers, decimal_points=decimal_points)
             finally:
                 cap.pending = None
 
@@ -622,12 +622,13 @@ def em_law(
     high: float,
     add_remove: bool = False,
     integers: bool = False,
-    integer_points: bool = False,
+    decimal_points: bool = False,
 ) -> Law:
     """Smith's EM quantile with tie-aware ranks, written from its definition (not from the sampler).
 
     p(c) ~ m(c) exp(-eps dist(q n, [#{< c}, #{<= c}]) / (2 Δu)) over the public candidates (2^32 cells of
-    [L, U]; or the integers of [L, U]; or both, m = P D per cell and K per integer, D = POINT_DILUTION);
+    [L, U]; or the integers of [L, U]; or the cells and the points of the decimal grids of [L, U], the
+    cells with half the mass and each grid an equal share of the other half);
     Δu = max(q, 1 - q) under add/remove, else 1.
     """
     if integers:
@@ -646,21 +647,26 @@ def em_law(
         dist = max(below - q * n, q * n - at_most, Fraction(0))
         return -float(eps * dist / (2 * sens))
 
-    first, last = math.ceil(low), math.floor(high)
-    if integers or not integer_points or not 1 <= last - first + 1 <= 2**20:
+    grids = () if integers or not decimal_points else mech.quantile.point_grids((low, high))
+    if not grids:
         return _law(cells, resolution, log_weight)
-    cell_measure = math.log(mech.quantile.POINT_DILUTION * (last - first + 1))  # P D per cell, K per point
-    cell_law = _law(cells, resolution, lambda c: cell_measure + log_weight(c))
+    # base measure: 2^20 per cell; each of the J decimal grids 2^20 K / J in all, rounded down per point
+    cell_law = _law(cells, resolution, lambda c: math.log(2**20) + log_weight(c))
     clipped = np.sort(np.clip(np.asarray(values, dtype=np.float64), low, high))
-    ints = np.arange(first, last + 1, dtype=np.float64)
-    below = np.searchsorted(clipped, ints, side="left").astype(np.float64)
-    at_most = np.searchsorted(clipped, ints, side="right").astype(np.float64)
     qn = float(q * n)
-    dist = np.maximum(np.maximum(below - qn, qn - at_most), 0.0)
-    atoms = math.log(resolution) - float(eps / (2 * sens)) * dist
-    top = max(cell_law.log_z, float(atoms.max()))
-    log_z = top + math.log(math.exp(cell_law.log_z - top) + float(np.exp(atoms - top).sum()))
-    return Law(cell_law.starts, resolution, cell_law.log_weight, log_z, atoms)
+    atoms = []
+    for grid in grids:
+        step = Fraction(10) ** grid.exponent
+        points = np.array([float(k * step) for k in range(grid.first, grid.last + 1)])  # the decimals' doubles
+        below = np.searchsorted(clipped, points, side="left").astype(np.float64)
+        at_most = np.searchsorted(clipped, points, side="right").astype(np.float64)
+        dist = np.maximum(np.maximum(below - qn, qn - at_most), 0.0)
+        measure = (2**20 * resolution) // (len(grids) * (grid.last - grid.first + 1))
+        atoms.append(math.log(measure) - float(eps / (2 * sens)) * dist)
+    atom = np.concatenate(atoms)
+    top = max(cell_law.log_z, float(atom.max()))
+    log_z = top + math.log(math.exp(cell_law.log_z - top) + float(np.exp(atom - top).sum()))
+    return Law(cell_law.starts, resolution, cell_law.log_weight, log_z, atom)
 
 
 def inverse_sensitivity_law(values: F64, *, rank: int, epsilon: Fraction, low: float, high: float) -> Law:
@@ -826,7 +832,7 @@ def _exact_law(call: Call) -> Law | None:
     if name == "em_quantile":
         add_remove = kw.get("adjacency") is Adjacency.ADD_REMOVE
         q, eps, integers = Fraction(kw["q"]), Fraction(kw["epsilon"]), bool(kw.get("integers"))
-        points = bool(kw.get("integer_points"))
+        points = bool(kw.get("decimal_points"))
         return em_law(
             values,
             q=q,
@@ -835,7 +841,7 @@ def _exact_law(call: Call) -> Law | None:
             high=high,
             add_remove=add_remove,
             integers=integers,
-            integer_points=points,
+            decimal_points=points,
         )
     if name == "inverse_sensitivity_order_statistic":
         return inverse_sensitivity_law(

@@ -9,9 +9,10 @@ target rank is answered at its own value. Several quantiles: ε / k each, basic 
 Output: the chosen cell's midpoint or integer, a function of the candidate alone (no private endpoints:
 Mironov's attack does not apply). Rank accuracy: (2Δu/ε) ln(K/β) beyond the best candidate (DR Thm 3.11).
 Exact sampling: integer exponents on a public grid with an exact acceptance step for long denominators.
-For a numeric column the integers of [L, U] (at most 2^20) can join the cells as point candidates, so a
-tie at a whole number stored as a float is released at its value. Proofs: docs/math/exponential-mechanism.md
-§8.1 (cells, exact exponents), §8.2 (ties, add/remove Δu, integer candidates), §8.3 (integer points).
+For a numeric column the points of the decimal grids of [L, U] (10^e Z with 2 to 2^16 points each) can
+join the cells as candidates, so a tie at a recorded value (a whole number, a tenth, a cent stored as a
+float) is released at its value. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact
+exponents), §8.2 (ties, add/remove Δu, integer candidates), §8.3 (decimal points).
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ I64 = NDArray[np.int64]
 
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
-#: The mechanism's version: @3 may add the integers of [L, U] as candidates; @2 ranks ties (an occupied cell
-#: holds the ranks of its records) and sharpens the weights under add/remove; @1 gave every cell the rank of
-#: the records strictly below it.
-MECHANISM = "quantile/em-cells-exact@3"
+#: The mechanism's version: @4 may add the points of the decimal grids of [L, U] (@3: the integers alone);
+#: @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens the weights under
+#: add/remove; @1 gave every cell the rank of the records strictly below it.
+MECHANISM = "quantile/em-cells-exact@4"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
 #: Largest grid denominator D of the exponents (docs/math/exponential-mechanism.md §8.1, "Exact exponents").
@@ -110,7 +111,7 @@ _EXACT_INTEGERS = 1 << 53
 def integer_span(low: NumberLike, high: NumberLike, *, limit: int = MAX_CELLS) -> tuple[int, int] | None:
     """The integers ⌈L⌉ .. ⌊U⌋ of public bounds when there are 1 to ``limit`` of them within ±2^53, else ``None``.
 
-    The one rule for integer candidates and integer points, decided from the bounds alone: the query
+    The one rule for integer candidates, decided from the bounds alone: the query
     builder asks it before any charge, so the release never meets a span the mechanism refuses.
     """
     first, last = math.ceil(to_fraction(low)), math.floor(to_fraction(high))
@@ -140,28 +141,68 @@ def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
     return _Cells(float(first), float(last), last - first + 1, cells)
 
 
-#: Most integer points added to the cells of a numeric column (``integer_points``).
-MAX_POINTS = 1 << 20
-#: The integer points together carry 1/POINT_DILUTION of the cells' mass (docs/math/exponential-mechanism.md §8.3).
-POINT_DILUTION = 4
+#: Most points of one decimal grid added to the cells of a numeric column (``decimal_grids``).
+MAX_GRID_POINTS = 1 << 16
+#: Base measure of one cell when decimal points join the cells: the cells carry 2^20 K in all, the grids
+#: share as much equally (docs/math/exponential-mechanism.md §8.3); exact integers while K <= 2^32.
+_CELL_MEASURE = 1 << 20
+#: Decimal exponents whose power of ten is an exact double (10^22 is the largest).
+_DECIMAL_EXPONENTS = range(-22, 23)
 
 
-def integer_points(bounds: tuple[float, float]) -> tuple[int, int] | None:
-    """The integers of public bounds as extra candidates of a numeric column, or ``None`` (none, or over 2^20)."""
+@dataclass(frozen=True)
+class DecimalGrid:
+    """The public points k 10^e, k = first..last, of a decimal grid inside [L, U]."""
+
+    exponent: int
+    first: int
+    last: int
+
+    @property
+    def size(self) -> int:
+        """The number of points."""
+        return self.last - self.first + 1
+
+    def values(self, k: NDArray[np.float64]) -> F64:
+        """The double nearest each decimal k 10^e (one correctly rounded operation on exact operands)."""
+        if self.exponent < 0:
+            return k / 10.0 ** (-self.exponent)
+        return k * 10.0**self.exponent
+
+
+def decimal_grids(bounds: tuple[float, float]) -> tuple[DecimalGrid, ...]:
+    """The decimal grids 10^e Z whose points in [L, U] number 2 to 2^16, finest first (public: the bounds alone).
+
+    A real column records its values at some decimal resolution (whole years, tenths of a centimetre,
+    cents, hundreds of grams rounded to 25); each such grid holding 2 to 2^16 points of the domain is a
+    candidate set of its own, so a median inside a block of tied recorded values is released at that
+    value. Points stay within ±2^53 units of their grid (every k is an exact double).
+    """
     low, high = check_bounds_pair(bounds)
-    return integer_span(low, high, limit=MAX_POINTS)
+    grids = []
+    for e in _DECIMAL_EXPONENTS:
+        step = Fraction(10) ** e
+        first, last = math.ceil(Fraction(low) / step), math.floor(Fraction(high) / step)
+        if 2 <= last - first + 1 <= MAX_GRID_POINTS and first >= -_EXACT_INTEGERS and last <= _EXACT_INTEGERS:
+            grids.append(DecimalGrid(e, first, last))
+    return tuple(grids)
 
 
-def _to_points(values: ArrayLike, low: float, high: float, first: int, last: int) -> _Cells:
-    """Records on the half-integer grid of the integer points, whose ranks count the records below and at each.
+def _to_grid(values: ArrayLike, low: float, high: float, grid: DecimalGrid) -> _Cells:
+    """Records on the half-step lattice of a decimal grid, whose ranks count the records below and at each point.
 
-    An integer x sits at 2(x - first) + 1 (a candidate), any other x at 2(⌈x⌉ - first), between two.
+    A record equal to the double of k 10^e sits at 2(k - first) + 1 (a candidate); any other record
+    at the even position between the two points around it (a public map of each record alone).
     """
     clipped = np.clip(record_values(values), low, high)
-    whole = clipped == np.floor(clipped)
-    positions = np.where(whole, 2 * (clipped - first) + 1, 2 * (np.ceil(clipped) - first)).astype(np.int64)
-    positions.sort()
-    return _Cells(float(first), float(last), 2 * (last - first + 1) + 1, positions, stride=2, offset=1)
+    scaled = clipped * 10.0 ** (-grid.exponent) if grid.exponent < 0 else clipped / 10.0**grid.exponent
+    nearest = np.clip(np.rint(scaled), grid.first, grid.last)
+    point = grid.values(nearest)
+    offset = nearest - grid.first
+    positions = np.where(clipped == point, 2 * offset + 1, np.where(clipped < point, 2 * offset, 2 * offset + 2))
+    ordered = positions.astype(np.int64)
+    ordered.sort()
+    return _Cells(float(grid.first), float(grid.last), 2 * grid.size + 1, ordered, stride=2, offset=1)
 
 
 @dataclass(frozen=True)
@@ -319,9 +360,10 @@ def _prepared(
 ) -> tuple[_Candidates, Callable[[I64, I64], F64]]:
     """The records on their public candidates, and the map from a chosen (set, position) to the released value.
 
-    ``integers``: the integers of [L, U] alone (an integer column). ``points``: the K cells and the P
-    integers of [L, U] together, the points with 1/D of the cells' total mass (weights P D per cell, K per
-    integer, D = ``POINT_DILUTION``).
+    ``integers``: the integers of [L, U] alone (an integer column). ``points``: the K cells and the
+    points of every decimal grid of [L, U] (``decimal_grids``) together, the cells with half the base
+    measure and each of the J grids with 1/(2J) of it (docs/math/exponential-mechanism.md §8.3); cells
+    alone when no grid fits or K > 2^32.
     """
     if integers:
         if resolution is not None:
@@ -334,17 +376,36 @@ def _prepared(
     low, high = check_bounds_pair(bounds)
     k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
     cells = _to_cells(values, low, high, k)
-    span = integer_points((low, high)) if points else None
-    if span is None:
+    grids = point_grids((low, high), k) if points else ()
+    if not grids:
         return _Candidates.of(cells), lambda _, cell: _cell_midpoints(cell, low, high, k)
-    first, last = span
-    grid = _to_points(values, low, high, first, last)
+    parts = (cells, *(_to_grid(values, low, high, grid) for grid in grids))
+    weights = (_CELL_MEASURE, *(_grid_measure(grid, len(grids), k) for grid in grids))
 
     def release(part: I64, position: I64) -> F64:
-        integer = (first + (position - 1) // 2).astype(np.float64)
-        return np.where(part == 1, integer, _cell_midpoints(np.where(part == 0, position, 0), low, high, k))
+        out = _cell_midpoints(np.where(part == 0, position, 0), low, high, k)
+        for j, grid in enumerate(grids, start=1):
+            chosen = part == j
+            out[chosen] = grid.values((grid.first + (position[chosen] - 1) // 2).astype(np.float64))
+        return out
 
-    return _Candidates((cells, grid), (POINT_DILUTION * (last - first + 1), k)), release
+    return _Candidates(parts, weights), release
+
+
+def _grid_measure(grid: DecimalGrid, count: int, resolution: int) -> int:
+    """Base measure of one point of ``grid``: its grid carries 1/count of the cells' total 2^20 K (rounded down)."""
+    return (_CELL_MEASURE * resolution) // (count * grid.size)
+
+
+def point_grids(bounds: tuple[float, float], resolution: int = DEFAULT_RESOLUTION) -> tuple[DecimalGrid, ...]:
+    """The decimal grids that join K cells as point candidates: ``decimal_grids`` when K <= 2^32, else none.
+
+    Every grid kept has a positive integer base measure per point (``_grid_measure``).
+    """
+    if resolution > DEFAULT_RESOLUTION:
+        return ()
+    grids = decimal_grids(bounds)
+    return tuple(g for g in grids if _grid_measure(g, len(grids), resolution) >= 1)
 
 
 def _details(
@@ -353,10 +414,10 @@ def _details(
     beta = 1.0 - REPORTED_CONFIDENCE
     cells = candidates.parts[0]
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
-    kind = "integers" if integers else "cells and integers" if len(candidates.parts) > 1 else "cells"
+    kind = "integers" if integers else "cells and decimal points" if len(candidates.parts) > 1 else "cells"
     # DR Thm 3.11 with a base measure: the best candidate weighs at least one cell, so the term is
-    # ln(total mass / one cell's / β) = ln(K (1 + 1/D) / β) with integer points, ln(K/β) without
-    effective = cells.resolution * (1 + 1 / POINT_DILUTION) if len(candidates.parts) > 1 else cells.resolution
+    # ln(total mass / one cell's / β) = ln(2K/β) with decimal points (cells carry half), ln(K/β) without
+    effective = cells.resolution * 2 if len(candidates.parts) > 1 else cells.resolution
     return {
         "resolution": cells.resolution,
         "candidates": kind,
@@ -394,7 +455,7 @@ def em_quantile(
     resolution: int | None = None,
     adjacency: Adjacency | None = None,
     integers: bool = False,
-    integer_points: bool = False,
+    decimal_points: bool = False,
 ) -> MechanismResult:
     """An epsilon-DP q-quantile of ``values`` clipped to public ``bounds``, by the exponential mechanism.
 
@@ -413,9 +474,10 @@ def em_quantile(
         adjacency: the neighbouring relation the guarantee must hold under; ``Adjacency.ADD_REMOVE``
             sharpens the weights by 1 / max(q, 1 − q) (2x for the median). ``None``: valid under both.
         integers: candidates are the integers in [L, U] (records rounded to the nearest one).
-        integer_points: the cells and, with half the base measure, the integers of [L, U] (at most
-            2^20 of them, else cells alone), so a tie at an integer value of a numeric column is
-            released at that value (docs/math/exponential-mechanism.md §8.3).
+        decimal_points: the cells (half the base measure) and the points of each decimal grid of
+            [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
+            at a recorded value of a numeric column (whole years, tenths, cents) is released at that
+            value (docs/math/exponential-mechanism.md §8.3). Cells alone when resolution > 2^32.
 
     Returns:
         A ``MechanismResult`` with ``value`` the released float, ``loss = PureDP(epsilon)``,
@@ -429,7 +491,7 @@ def em_quantile(
     """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    candidates, release = _prepared(values, bounds, resolution, integers, integer_points)
+    candidates, release = _prepared(values, bounds, resolution, integers, decimal_points)
     sensitivity = utility_sensitivity(quantile, adjacency)
     part, chosen = _draw(candidates, quantile, eps / sensitivity, 1)
     return MechanismResult(
@@ -451,7 +513,7 @@ def em_quantiles(
     resolution: int | None = None,
     adjacency: Adjacency | None = None,
     integers: bool = False,
-    integer_points: bool = False,
+    decimal_points: bool = False,
 ) -> MechanismResult:
     """Several quantiles, each by ``em_quantile``'s mechanism with epsilon / len(qs).
 
@@ -468,7 +530,7 @@ def em_quantiles(
     if isinstance(qs, (str, bytes)) or len(qs) == 0:
         raise UsageError("qs must be a non-empty sequence of quantiles", qs, "pass e.g. qs=[0.25, 0.5, 0.75]")
     quantiles = [_check_q(q) for q in qs]
-    candidates, release = _prepared(values, bounds, resolution, integers, integer_points)
+    candidates, release = _prepared(values, bounds, resolution, integers, decimal_points)
     share = eps / len(quantiles)
     sensitivities = [utility_sensitivity(quantile, adjacency) for quantile in quantiles]
     draws = [

@@ -28,9 +28,8 @@ from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import BoundedView, ReleaseEngine, count_present, count_units
 from dpsense.mechanisms.quantile import (
     DEFAULT_RESOLUTION,
-    POINT_DILUTION,
     integer_candidates,
-    integer_points,
+    point_grids,
     utility_sensitivity,
 )
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
@@ -92,12 +91,12 @@ class DataDependentSteps(ABC):
         values: list[Any] = []
         em = step.mechanism is Mechanism.EM_QUANTILE
         integers = agg.integer_candidates and em
-        # a numeric column: the integers of [L, U] join the cells (public: the bounds alone decide)
-        points = em and not integers and integer_points((low, high)) is not None
+        # a numeric column: the points of the decimal grids of [L, U] join the cells (the bounds alone decide)
+        points = em and not integers and bool(point_grids((low, high)))
         for x in self.present_values(agg, step):
             values.append(
                 order_release(
-                    step, x, q, (low, high), eps, self.plan.adjacency, integers=integers, integer_points=points
+                    step, x, q, (low, high), eps, self.plan.adjacency, integers=integers, decimal_points=points
                 )
             )
         note = _rank_note(step, q, eps, self.plan.adjacency, (low, high) if integers else None, points=points)
@@ -338,9 +337,9 @@ def _rank_note(
     if integer_bounds is not None:
         first, last = integer_candidates(integer_bounds)
         count, cells = last - first + 1, f"K = {last - first + 1} integer candidates"
-    elif points:  # the integer points add 1/D of the cells' mass: ln(K (1 + 1/D) / β)
-        count = DEFAULT_RESOLUTION * (1 + 1 / POINT_DILUTION)
-        cells = "K = 2^32 public cells and the integers of the bounds"
+    elif points:  # the decimal points carry as much as the cells: ln(2K / β)
+        count = DEFAULT_RESOLUTION * 2
+        cells = "K = 2^32 public cells and the decimal points of the bounds"
     else:
         count, cells = DEFAULT_RESOLUTION, "K = 2^32 public cells"
     rank_error = 2.0 * float(sens) / float(eps) * math.log(count / (1 - CONFIDENCE))

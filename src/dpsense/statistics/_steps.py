@@ -85,7 +85,7 @@ def order_release(
     adj: Adjacency,
     *,
     integers: bool = False,
-    integer_points: bool = False,
+    decimal_points: bool = False,
 ) -> float:
     """The order statistic's mechanism on the values x of one group (total: no record is a uniform cell).
 
@@ -105,7 +105,7 @@ def order_release(
             epsilon=eps,
             adjacency=em_adjacency,
             integers=integers,
-            integer_points=integer_points,
+            decimal_points=decimal_points,
         )
     elif step.mechanism.family is Family.INVERSE_SENSITIVITY:
         rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz

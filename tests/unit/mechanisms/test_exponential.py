@@ -348,22 +348,30 @@ def test_integer_candidates_refuse_bounds_without_an_integer_and_a_resolution() 
 
 
 @pytest.mark.statistical
-def test_cells_and_integer_points_follow_the_mixed_em_law() -> None:
-    """K cells (base measure P D each) and the P integers of [L, U] (K each), ranks from the definition."""
+def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
+    """K cells (2^20 each) and the points of each decimal grid (2^20 K / J per grid), ranks from the definition."""
     values = np.array([0.4, 2.0, 2.0, 2.0, 3.3, 5.0, 7.9])
-    q, epsilon, resolution, low, high = Fraction(1, 2), Fraction(1), 8, 0.0, 8.0
-    ints = np.arange(0, 9)
+    q, epsilon, resolution, low, high = Fraction(1, 2), Fraction(1), 8, 0.0, 7.0
+    grids = quantile.point_grids((low, high), resolution)
+    assert [g.exponent for g in grids] == [-3, -2, -1, 0]  # 7001, 701, 71 and 8 points; 10^1 holds one
+    # the cell midpoints (i + 1/2) 7/8 have four decimals: no grid holds them, so every output names its candidate
+    points = [
+        (j, float(k * Fraction(10) ** g.exponent)) for j, g in enumerate(grids) for k in range(g.first, g.last + 1)
+    ]
     released = np.array(
         [
-            em_quantile(values, q=q, bounds=(low, high), epsilon=epsilon, resolution=resolution, integer_points=True)
+            em_quantile(values, q=q, bounds=(low, high), epsilon=epsilon, resolution=resolution, decimal_points=True)
             for _ in range(20_000)
         ],
         dtype=object,
     )
     outputs = np.array([r.value for r in released])
-    is_point = np.isin(outputs, ints) & ~np.isclose(outputs % 1, 0.5)
-    # outcome index: cells 0..7 by their midpoint, points 8..16 by their integer
-    index = np.where(is_point, resolution + outputs.astype(np.int64), np.floor(outputs).astype(np.int64))
+    # outcome index: a cell midpoint (x.5 on this grid) -> its cell; a decimal point -> the first grid holding it
+    # (points of several grids with one value are merged into one outcome)
+    values_of = {}
+    for _, p in points:
+        values_of.setdefault(p, len(values_of))
+    index = np.array([resolution + values_of[o] if o in values_of else int(o * resolution / high) for o in outputs])
 
     def pmf(f: float) -> np.ndarray:
         rate = epsilon * Fraction(str(f))
@@ -373,36 +381,52 @@ def test_cells_and_integer_points_follow_the_mixed_em_law() -> None:
         def weight(a: int, b: int, measure: int) -> float:
             return measure * math.exp(-float(rate * max(a - qn, qn - b, Fraction(0)) / 2))
 
-        cell_measure = quantile.POINT_DILUTION * ints.size  # P D per cell, K per integer point
-        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), cell_measure) for c in range(resolution)]
-        w += [weight(int(np.sum(values < p)), int(np.sum(values <= p)), resolution) for p in ints]
-        arr = np.array(w)
+        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20) for c in range(resolution)]
+        merged = np.zeros(len(values_of))
+        for j, p in points:
+            measure = 2**20 * resolution // (len(grids) * grids[j].size)
+            merged[values_of[p]] += weight(int(np.sum(values < p)), int(np.sum(values <= p)), measure)
+        arr = np.concatenate([np.array(w), merged])
         return arr / arr.sum()
 
-    assert_calibrated(lambda f: chi_square_pvalue(index, lambda s: pmf(f)[s], 0, resolution + ints.size - 1), what="ε")
+    last = resolution + len(values_of) - 1
+    assert_calibrated(lambda f: chi_square_pvalue(index, lambda s: pmf(f)[s], 0, last), what="ε")
 
 
-def test_integer_points_release_a_tie_of_a_numeric_column_at_its_value() -> None:
+def test_decimal_points_release_ties_at_their_recorded_value() -> None:
     ages = np.array([42.0] * 30 + list(np.arange(18.0, 90.0)))  # whole numbers stored as floats
+    carats = np.array([0.7] * 40 + [round(0.3 + 0.01 * i, 2) for i in range(80)])  # hundredths
     with deterministic_entropy(3):
-        points = [
-            em_quantile(ages, q=0.5, bounds=(0, 120), epsilon=1, adjacency=Adjacency.ADD_REMOVE, integer_points=True)
-            for _ in range(100)
-        ]
-        cells = [
-            em_quantile(ages, q=0.5, bounds=(0, 120), epsilon=1, adjacency=Adjacency.ADD_REMOVE) for _ in range(100)
-        ]
-    assert sum(r.value == 42.0 for r in points) >= 80  # the point 42 holds the median's ranks
-    assert sum(r.value == 42.0 for r in cells) == 0  # cells only: a midpoint, never 42 itself
-    assert points[0].details["candidates"] == "cells and integers"
+        for data, bounds, tie in ((ages, (0, 120), 42.0), (carats, (0, 6), 0.7)):
+            points = [
+                em_quantile(data, q=0.5, bounds=bounds, epsilon=1, adjacency=Adjacency.ADD_REMOVE, decimal_points=True)
+                for _ in range(100)
+            ]
+            cells = [
+                em_quantile(data, q=0.5, bounds=bounds, epsilon=1, adjacency=Adjacency.ADD_REMOVE) for _ in range(100)
+            ]
+            assert sum(r.value == tie for r in points) >= 70  # the recorded value holds the median's ranks (about 82 %)
+            assert sum(r.value == tie for r in cells) == 0  # cells only: a midpoint, never the value itself
+            assert points[0].details["candidates"] == "cells and decimal points"
 
 
-def test_integer_points_are_skipped_past_two_to_the_twenty() -> None:
-    assert quantile.integer_points((0, 2**20 - 1)) == (0, 2**20 - 1)
-    assert quantile.integer_points((0, 2**20)) is None
-    assert quantile.integer_points((0.2, 0.8)) is None
-    result = em_quantile([1.0, 2.0], q=0.5, bounds=(0, 1e9), epsilon=1, integer_points=True)
+def test_decimal_grids_hold_two_to_two_to_the_sixteen_points() -> None:
+    assert [(g.exponent, g.first, g.last) for g in quantile.decimal_grids((0, 120))] == [
+        (-2, 0, 12000),
+        (-1, 0, 1200),
+        (0, 0, 120),
+        (1, 0, 12),
+        (2, 0, 1),
+    ]
+    assert [g.exponent for g in quantile.decimal_grids((2000, 7000))] == [-1, 0, 1, 2, 3]
+    narrow = quantile.decimal_grids((0.21, 0.22))
+    assert [(g.exponent, g.size) for g in narrow] == [(-6, 10001), (-5, 1001), (-4, 101), (-3, 11), (-2, 2)]
+    assert quantile.decimal_grids((1e300, 1e300)) == ()  # one value: no grid holds two points
+    assert quantile.point_grids((0, 120), resolution=2**33) == ()  # past 2^32 cells: cells alone
+    result = em_quantile([1.0, 2.0], q=0.5, bounds=(0.5, 0.5), epsilon=1, decimal_points=True)
     assert result.details["candidates"] == "cells"
+    grid = quantile.DecimalGrid(-2, 0, 600)
+    assert grid.values(np.array([70.0, 3.0])).tolist() == [0.7, 0.03]  # the doubles the decimals parse to
 
 
 def test_integer_span_is_the_one_rule_for_candidates_and_points() -> None:

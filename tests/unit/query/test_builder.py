@@ -148,7 +148,7 @@ def test_public_surface() -> None:
         ("age", None, True),  # an integer column on [0, 120]
         ("age", ("0.2", "0.8"), False),  # no integer within the bounds: cells
         ("age", (0, 2**60), False),  # beyond ±2^53 integers are not all doubles: cells, decided before any charge
-        ("hours", None, False),  # a numeric column: cells (and integer points, chosen at run time)
+        ("hours", None, False),  # a numeric column: cells (and decimal points, chosen at run time)
     ],
 )
 def test_integer_candidates_are_decided_from_the_declared_kind_and_bounds(
