@@ -39,9 +39,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/smooth_speed.py
-	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/estimators.py
 	$(BIN)/python -m pip install --quiet -e '.[bench-anchors]'
-	$(BIN)/python benchmarks/anchors.py
+	$(BIN)/python benchmarks/accuracy.py
 	$(BIN)/python benchmarks/ledger.py
 	$(BIN)/python benchmarks/release.py
 	$(BIN)/python benchmarks/spark.py

@@ -1,4 +1,4 @@
-"""The synthetic benchmark panel of ``benchmarks/accuracy.py``: public, deterministic, seed ``PANEL_SEED``.
+"""The synthetic benchmark panel of ``benchmarks/estimators.py``: public, deterministic, seed ``PANEL_SEED``.
 
 Every dataset is drawn once from numpy's ``Generator`` (PCG64) seeded by a child of
 ``SeedSequence(PANEL_SEED)``, so the panel is identical on every machine and run. It is synthetic

@@ -119,7 +119,7 @@ def median_story() -> None:
         f"   (chosen clip {cm.details['clip_bound']:.0f}, itself a DP output). Incomes fill the domain's tail, so few"
     )
     print("   records separate the candidates and the global mean is hard to beat here; with values far below")
-    print("   U (the 'heavy' panel data) data-dependent means win 7-50x (benchmarks/accuracy.py).")
+    print("   U (the 'heavy' panel data) data-dependent means win 7-50x (benchmarks/estimators.py).")
 
 
 def seed_median_pair() -> None:

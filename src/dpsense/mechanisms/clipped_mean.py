@@ -19,7 +19,7 @@ The clipping bias (values above c pulled down to c) is part of the error and is 
 the benchmarks; it is small when ``clip_quantile`` is high and the tail is light beyond it. When few
 records lie above the quantile ((1 - q) n small against 2/epsilon_1), the candidates above it tie and
 the choice is close to uniform among them; then the method helps only when the data occupy a small
-part of the domain (measured in benchmarks/accuracy.py: a large gain on data far below U, none on
+part of the domain (measured in benchmarks/estimators.py: a large gain on data far below U, none on
 lognormal incomes that fill the domain).
 """
 

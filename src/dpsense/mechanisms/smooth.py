@@ -83,7 +83,7 @@ def noise_floor(cap: float) -> float:
     A floor at one output grid cell (g * s) was tried for the float corner of an exact half-grid tie
     and dropped: the fair tie bit of ``smooth_noise.gridded_noisy_values`` removes that corner, and
     the grid floor multiplied the error of sparse triangle counts at ε = 1 by about 10 and of the
-    minimum distance at ε = 0.1 by about 3.6 (benchmarks/accuracy.py, issue 13 note).
+    minimum distance at ε = 0.1 by about 3.6 (benchmarks/estimators.py, issue 13 note).
     """
     return cap * S_FLOOR
 

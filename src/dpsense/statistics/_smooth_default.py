@@ -12,7 +12,7 @@ from dpsense.statistics._base import Statistic
 
 
 class SmoothDefault(Statistic):
-    """Data-dependent, collected, and smooth sensitivity with Cauchy noise by default (benchmarks/accuracy.py)."""
+    """Data-dependent, collected, and smooth sensitivity with Cauchy noise by default (benchmarks/estimators.py)."""
 
     data_dependent: ClassVar[bool] = True
     collects: ClassVar[bool] = True
