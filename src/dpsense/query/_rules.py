@@ -64,6 +64,10 @@ class StatisticRule(Protocol):
         """The plan steps the statistic is released in."""
         ...
 
+    def budget_weight(self, part: StepPart) -> Fraction:
+        """The step's weight in the release's ε split (each step gets ε w / Σ w; 1 everywhere is an even split)."""
+        ...
+
     def rows(self, agg: AggregateIR, *, dataset_rows: int | None, groups: int | None, grouped: bool) -> int | None:
         """C, the contribution bound its steps are stated for."""
         ...

@@ -22,9 +22,12 @@ Mechanism choice, parts, contribution bound and sensitivity per statistic: one m
 * approx_bounds: a geometric-noise histogram over public log2 bins (L1 sensitivity C, 2C under
   replace), thresholded by post-processing (``dpsense.mechanisms.approx_bounds``; pure ε-DP).
 
-Budget rule (allocated once, exactly): ε is split evenly over all steps, ε/k each; δ is split evenly
-over the steps that use it (the Gaussian ones), and a δ > 0 that no step uses is refused rather than
-silently charged. Basic composition (Dwork-Roth Thm 3.16) of the steps then equals the request exactly.
+Budget rule (allocated once, exactly): each of the k steps has an even share ε/k, and a statistic
+released in several steps redistributes its shares among them by the weights its rule gives
+(``budget_weight``: 1 each, except the mean's centred sum against its count, ``statistics.mean``, and an
+order statistic's value step against the count that makes its n public); δ is split evenly over the
+steps that use it (the Gaussian ones), and a δ > 0 that no step uses is refused rather than silently
+charged. Basic composition (Dwork-Roth Thm 3.16) of the steps then equals the request exactly.
 
 Contribution bounds: C is the aggregate's ``max_rows_per_unit``, else the dataset's (``max_rows_per_unit``
 argument); grouped queries also use the query's ``max_groups_per_unit``. Global sensitivities are stated
@@ -213,19 +216,19 @@ def plan(
     selecting = _keys_to_select(ir, dlt)
     grouped = bool(ir.group_by)
     parts = {a.name: _rule(rules, a).parts(a, adjacency=adj, public_n=n, grouped=grouped) for a in ir.aggregates}
-    k = sum(len(p) for p in parts.values()) + (1 if selecting else 0)
-    share = eps / k
+    weights = {a.name: _weights(_rule(rules, a), parts[a.name]) for a in ir.aggregates}
+    unit = eps / (sum(len(p) for p in parts.values()) + (1 if selecting else 0))  # ε/k: an even step's share
     drafts: list[tuple[AggregateIR, StepPart, Choice, int | None]] = []
     for agg in ir.aggregates:
         stat = _rule(rules, agg)
         rows = stat.rows(agg, dataset_rows=max_rows_per_unit, groups=ir.max_groups_per_unit, grouped=grouped)
         row_level = stat.data_dependent
-        run_eps = share
+        run_eps = unit * min(weights[agg.name].values())
         if row_level and rows is not None:  # the default quantile is judged on the ε it runs with
             cost = unit_record_cost(
                 _costed(agg.mechanism), adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped
             )
-            run_eps = share / cost
+            run_eps = run_eps / cost
         choice = choose(stat, agg, mechanism_epsilon=run_eps, delta=dlt, adjacency=adj)
         drafts.extend(
             (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(stat, part) else choice, rows) for part in parts[agg.name]
@@ -239,14 +242,26 @@ def plan(
         )
     steps = []
     if selecting:
-        steps.append(_selection_step(ir, adj, ApproxDP(share, dlt / k_delta)))
+        steps.append(_selection_step(ir, adj, ApproxDP(unit, dlt / k_delta)))
     for agg, part, choice, rows in drafts:
+        share = unit * weights[agg.name][part]
         loss: PureDP | ApproxDP = ApproxDP(share, dlt / k_delta) if choice.uses_delta else PureDP(share)
         steps.append(_step(_rule(rules, agg), agg, part, choice, rows, ir.max_groups_per_unit, adj, n, grouped, loss))
     requested: PureDP | ApproxDP = ApproxDP(eps, dlt) if dlt > 0 else PureDP(eps)
     result = Plan(ir.dataset, ir.fingerprint(), adj, requested, n, tuple(steps))
     assert_loss_equals(result, requested)
     return result
+
+
+def _weights(stat: StatisticRule, parts: tuple[StepPart, ...]) -> dict[StepPart, Fraction]:
+    """Each part's multiple of ε/k: the statistic's k_s parts share k_s ε/k in proportion to their weights.
+
+    A statistic's total share stays one even share per step, so weights never move budget between
+    statistics; with equal weights every step gets ε/k.
+    """
+    raw = {part: stat.budget_weight(part) for part in parts}
+    total = sum(raw.values())
+    return {part: len(parts) * w / total for part, w in raw.items()}
 
 
 #: A release's ε and δ > 0 lie within [1e-300, 1e300]: every mechanism computes with doubles, and a
@@ -445,11 +460,19 @@ def _explain(p: Plan) -> str:
     lines = [
         f"Release plan for dataset {p.dataset!r}, decided from public facts only (no data was read).",
         f"Adjacency: {adjacency}.",
-        f"Budget: ε = {_num(p.requested.epsilon)}, δ = {_num(delta)}, split evenly over {len(p.steps)} "
-        "step(s); basic composition of the steps equals the budget exactly.",
+        f"Budget: ε = {_num(p.requested.epsilon)}, δ = {_num(delta)}, split over {len(p.steps)} step(s) "
+        f"({_split(p)}); basic composition of the steps equals the budget exactly.",
     ]
     lines.extend(_explain_step(s, p.public_n) for s in p.steps)
     return "\n".join(lines)
+
+
+def _split(p: Plan) -> str:
+    """The words "evenly", or the share of ε of each step when the statistics weigh them."""
+    shares = [s.loss.epsilon for s in p.steps]
+    if len(set(shares)) <= 1:
+        return "evenly"
+    return "ε " + " + ".join(_num(e) for e in shares) + ", weighted by the statistics' rules"
 
 
 def _explain_step(s: PlanStep, public_n: int | None) -> str:

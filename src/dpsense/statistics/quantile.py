@@ -34,6 +34,7 @@ from dpsense.statistics._base import (
     bounds_field,
     common_fields,
     needs_public_n,
+    public_n_weight,
 )
 
 
@@ -69,6 +70,10 @@ class Quantile(Statistic):
         if mechanism_epsilon >= QUANTILE_INVSENS_FROM_EPSILON:
             return Choice(self.mechanisms[1], "default", "the accuracy benchmark's default for quantiles at ε >= 1")
         return Choice(M.EM_QUANTILE, "default", "the accuracy benchmark's default for quantiles at ε < 1")
+
+    def budget_weight(self, part: StepPart) -> Fraction:
+        """The value step takes 9/10 of the statistic's ε when a noisy count makes n public (``public_n_weight``)."""
+        return public_n_weight(part)
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool

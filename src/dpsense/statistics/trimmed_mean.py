@@ -8,6 +8,7 @@ sensitivity, or Propose-Test-Release. Each call runs at ε / M (``unit_record_co
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any, ClassVar
 
 from dpsense.core.adjacency import Adjacency
@@ -26,6 +27,7 @@ from dpsense.statistics._base import (
     Runner,
     bounds_field,
     common_fields,
+    public_n_weight,
 )
 from dpsense.statistics._smooth_default import SmoothDefault
 
@@ -50,6 +52,10 @@ class TrimmedMean(SmoothDefault):
             proposed_bound=f.get("proposed_bound"),
             **common_fields(f),
         )
+
+    def budget_weight(self, part: StepPart) -> Fraction:
+        """The value step takes 9/10 of the statistic's ε when a noisy count makes n public (``public_n_weight``)."""
+        return public_n_weight(part)
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool
