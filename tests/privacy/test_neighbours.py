@@ -24,6 +24,7 @@ count                  laplace, gaussian, geometric                             
 count_units            laplace, gaussian, geometric                                A/R x g/u
 clipped_count          laplace, gaussian, geometric                                A/R x g/u
 sum, mean, variance    laplace, gaussian                                           A/R x g/u
+mean                   adaptive_clip (approx_bounds clip, then Laplace)             A/R x g/u
 approx_bounds          approx_bounds                                               A/R x u (refused g)
 histogram              laplace, gaussian, geometric                                A/R x u (keys as groups)
 median                 em_quantile, inverse_sensitivity_median, smooth, ptr         A/R x g/u
@@ -87,6 +88,7 @@ def _global(grouped: bool) -> dict[str, dp.Aggregate]:
         aggs[f"sum_{m}"] = dp.sum("v", mechanism=m)
         aggs[f"mean_{m}"] = dp.mean("v", mechanism=m)
         aggs[f"variance_{m}"] = dp.variance("v", mechanism=m)
+    aggs["mean_adaptive_clip"] = dp.mean("v", mechanism="adaptive_clip")
     if not grouped:
         aggs["approx_bounds"] = dp.approx_bounds("v")
     return aggs

@@ -33,6 +33,8 @@ class Family(str, Enum):
     PTR = "ptr"
     #: Private partition selection of a grouping's keys.
     SELECTION = "selection"
+    #: A name for several steps' mechanisms: the statistic's ``part_choice`` picks each step's (never a step's own).
+    COMBINED = "combined"
 
 
 class RecordCost(str, Enum):
@@ -75,6 +77,7 @@ class Mechanism(str, Enum):
     GAUSSIAN = "gaussian"
     GEOMETRIC = "geometric"
     APPROX_BOUNDS = "approx_bounds"
+    ADAPTIVE_CLIP = "adaptive_clip"
     EM_QUANTILE = "em_quantile"
     INVERSE_SENSITIVITY_MEDIAN = "inverse_sensitivity_median"
     INVERSE_SENSITIVITY_ORDER_STATISTIC = "inverse_sensitivity_order_statistic"
@@ -147,6 +150,11 @@ MECHANISMS: dict[Mechanism, MechanismInfo] = {
         Family.BOUNDS,
         "noisy log2-binned histogram (geometric mechanism, Ghosh-Roughgarden-Sundararajan 2009) "
         "thresholded by post-processing, as Google's ApproxBounds",
+    ),
+    Mechanism.ADAPTIVE_CLIP: MechanismInfo(
+        Family.COMBINED,
+        "approximate bounds, then Laplace on the values clipped to them (adaptive basic composition, Dwork-Roth "
+        "Thm 3.16)",
     ),
     Mechanism.EM_QUANTILE: MechanismInfo(
         Family.EXPONENTIAL, "exponential-mechanism quantile, Smith 2011 and Dwork-Roth Thm 3.10", record_cost=_ORDER

@@ -13,3 +13,4 @@ class StepPart(str, Enum):
     CENTERED_SQUARES = "centered_squares"
     COUNT = "count"
     KEYS = "keys"  # private partition selection of a grouping's keys
+    CLIP = "clip"  # private approximate bounds a later step of the same statistic clips to

@@ -64,6 +64,10 @@ class StatisticRule(Protocol):
         """The plan steps the statistic is released in."""
         ...
 
+    def part_choice(self, part: StepPart, choice: Choice) -> Choice:
+        """The mechanism of one part when the statistic's choice names a combination (else ``choice``)."""
+        ...
+
     def budget_weight(self, part: StepPart) -> Fraction:
         """The step's weight in the release's ε split (each step gets ε w / Σ w; 1 everywhere is an even split)."""
         ...

@@ -231,7 +231,8 @@ def plan(
             run_eps = run_eps / cost
         choice = choose(stat, agg, mechanism_epsilon=run_eps, delta=dlt, adjacency=adj)
         drafts.extend(
-            (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(stat, part) else choice, rows) for part in parts[agg.name]
+            (agg, part, _PUBLIC_N_COUNT if _is_public_n_count(stat, part) else stat.part_choice(part, choice), rows)
+            for part in parts[agg.name]
         )
     k_delta = sum(1 for _, _, c, _ in drafts if c.uses_delta) + (1 if selecting else 0)
     if dlt > 0 and k_delta == 0:
@@ -447,6 +448,7 @@ _PART_TEXT = {
     StepPart.COUNT: ", part 'noisy count'",
     StepPart.CENTERED_SQUARES: ", part 'noisy sum of squared centered values' of the variance",
     StepPart.KEYS: " of each key, part 'released keys' (private partition selection)",
+    StepPart.CLIP: ", part 'approximate bounds' (the clip of its later steps)",
 }
 
 

@@ -200,6 +200,10 @@ class _Runner(DataDependentSteps):
             raise InternalError(f"no prefetched aggregates for {agg.name!r}")
         return self.fetched_rows[specs[0]]
 
+    def group_rows(self, step: PlanStep, aggregates: list[Any]) -> list[GroupRow]:
+        """Group aggregates on the step's bounded view (a clip released by an earlier step of the statistic)."""
+        return self._groups(self.view(self.step_rows(step)), aggregates)
+
     def view(self, rows: int, group_column: str | None = None) -> BoundedView:
         group_column = group_column or self.group_column
         capped = group_column if (group_column is not None and self.max_groups is not None) else None
@@ -231,12 +235,19 @@ COLLECTING_KINDS = frozenset(kind for kind, stat in STATISTICS.items() if stat.c
 def collect_bound(plan: Plan, population: int | None) -> int | None:
     """The public worst case of rows a release collects: population x the largest C of a collecting step.
 
+    A collecting step is the value step of a collecting statistic or a clip step (an adaptive mean's
+    approximate bounds read the column's values).
+
     ``None`` when no step collects or the population is unknown. A unit keeps at most C rows of a
     view, and the policy's population bounds the number of units (registration refuses a snapshot
     with more units: ``release._datasets.check_population``), so no view of a registered snapshot
     holds more rows; the engine's check stays as defence in depth.
     """
-    rows = [s.max_rows_per_unit for s in plan.steps if s.statistic in COLLECTING_KINDS and s.part is StepPart.VALUE]
+    rows = [
+        s.max_rows_per_unit
+        for s in plan.steps
+        if (s.statistic in COLLECTING_KINDS and s.part is StepPart.VALUE) or s.part is StepPart.CLIP
+    ]
     bounded = [r for r in rows if r is not None]
     if population is None or not bounded:
         return None

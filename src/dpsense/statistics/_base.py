@@ -61,6 +61,10 @@ class Runner(Protocol):
         """C of a step (its bounded view)."""
         ...
 
+    def group_rows(self, step: PlanStep, aggregates: list[Any]) -> list[GroupRow]:
+        """Group aggregates on the step's bounded view, asked after an earlier step of the same statistic."""
+        ...
+
     def present_values(self, agg: AggregateIR, step: PlanStep) -> list[Any]:
         """The present (non-missing) values of the aggregate's column per group."""
         ...
@@ -154,6 +158,10 @@ class Statistic:
     ) -> tuple[StepPart, ...]:
         """The plan steps the statistic is released in (one value by default)."""
         return (StepPart.VALUE,)
+
+    def part_choice(self, part: StepPart, choice: Choice) -> Choice:
+        """The mechanism of one part: the statistic's choice, unless it names a combination of mechanisms."""
+        return choice
 
     def budget_weight(self, part: StepPart) -> Fraction:
         """The step's weight in the statistic's share of ε: 1 (an even split) unless a statistic states why not."""

@@ -4,30 +4,47 @@ Released as a noisy centred sum S = sum(x - m), m = (L + U)/2, over a noisy coun
 m + S/N clamped to the bounds (post-processing; docs/math/global-sensitivity.md §1.5). Sensitivities:
 the centred sum C (U - L)/2 under add/remove and C (U - L) under replace, also per group; the count as
 ``count``. Under replace with a public n, ungrouped: sum / n in one step, min(C, n)(U - L)/n (§1.3).
-Mechanisms: Laplace (default), Gaussian. Budget: the centred sum takes 13/22 of the mean's ε and the
-count 9/22, the split that minimises the expected variance when nothing but the bounds is known
-(docs/math/global-sensitivity.md §1.5, "Budget split"): the even split's error is 1.18x this one's for a
-mean at the midpoint, 1.13x at a quarter of the range from it, and 0.95x for a mean at a domain edge.
+Mechanisms: Laplace (default), Gaussian, and ``adaptive_clip`` (the analyst's opt-in for a declared
+domain much wider than the data): approximate bounds [a, b] of the column first (``approx_bounds``'s log2
+histogram over all rows of the view, a step of its own), then the centred sum and the count of the
+values clipped to [a, b], the sum's noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5,
+"Adaptive clip"); the clipping bias is not bounded and is said so.
+
+Budget: the centred sum takes 13/22 of the mean's ε and the count 9/22, the split that minimises the
+expected variance when nothing but the bounds is known (docs/math/global-sensitivity.md §1.5, "Budget
+split"): the even split's error is 1.18x this one's for a mean at the midpoint, 1.13x at a quarter of
+the range from it, and 0.95x for a mean at a domain edge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace as replace_step
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
+from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
+from dpsense.core.errors import InternalError
+from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import count_present
 from dpsense.query import _aggregates as aggregates
 from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
-from dpsense.query._planner_rules import centered_sensitivity_for, public_n_mean_sensitivity, sum_sensitivity_for
+from dpsense.query._planner_rules import (
+    Choice,
+    centered_sensitivity_for,
+    count_sensitivity,
+    public_n_mean_sensitivity,
+    sum_sensitivity_for,
+)
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
+from dpsense.sensitivity.bounds import Bounds
 from dpsense.sensitivity.mean import SUM_SHARE
 from dpsense.statistics import _steps
 from dpsense.statistics._base import (
@@ -38,7 +55,8 @@ from dpsense.statistics._base import (
     Statistic,
     bounds_of,
 )
-from dpsense.statistics._steps import CONFIDENCE, Output, bounded_sum, mean_error
+from dpsense.statistics._steps import CONFIDENCE, Output, bounded_sum, check_result_loss, mean_error
+from dpsense.statistics.approx_bounds import SUCCESS_PROBABILITY
 
 #: The centred sum's ε against the count's (``Mean.budget_weight``): 13/9.
 _SUM_WEIGHT = SUM_SHARE / (1 - SUM_SHARE)
@@ -48,14 +66,19 @@ class Mean(Statistic):
     """A clipped mean over a private (or, under replace, a public) n."""
 
     kind: ClassVar[AggregateKind] = AggregateKind.MEAN
-    mechanisms: ClassVar[tuple[Mechanism, ...]] = ADDITIVE
+    mechanisms: ClassVar[tuple[Mechanism, ...]] = (*ADDITIVE, Mechanism.ADAPTIVE_CLIP)
 
     constructor: ClassVar[Callable[..., Aggregate] | None] = aggregates.mean
 
     def parts(
         self, agg: AggregateIR, *, adjacency: Adjacency, public_n: int | None, grouped: bool
     ) -> tuple[StepPart, ...]:
-        """Sum / public n in one step (replace, public n, ungrouped); else a centred sum and a count."""
+        """Sum / public n in one step (replace, public n, ungrouped); else a centred sum and a count.
+
+        ``adaptive_clip``: the approximate bounds first, then the centred sum and the count.
+        """
+        if _adaptive(agg):
+            return (StepPart.CLIP, StepPart.CENTERED_SUM, StepPart.COUNT)
         if adjacency is Adjacency.REPLACE and public_n is not None and not grouped:
             return (StepPart.VALUE,)
         return (StepPart.CENTERED_SUM, StepPart.COUNT)
@@ -70,11 +93,30 @@ class Mean(Statistic):
         """
         return _SUM_WEIGHT if part is StepPart.CENTERED_SUM else Fraction(1)
 
+    def part_choice(self, part: StepPart, choice: Choice) -> Choice:
+        """``adaptive_clip``: the approximate bounds for the clip part, Laplace for the sum and the count."""
+        if choice.mechanism is not Mechanism.ADAPTIVE_CLIP:
+            return choice
+        if part is StepPart.CLIP:
+            return Choice(Mechanism.APPROX_BOUNDS, choice.chosen_by, "adaptive clip: the column's approximate bounds")
+        return Choice(
+            Mechanism.LAPLACE,
+            choice.chosen_by,
+            "adaptive clip: Laplace on the values clipped to the released bounds, calibrated to that clip (the "
+            "sensitivity stated here is its ceiling, for the declared bounds)",
+        )
+
     def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
-        """The centred sum, the count, or the public-n mean."""
+        """The centred sum, the count, or the public-n mean; the clip part: the log2 histogram of the view's rows.
+
+        The centred sum of ``adaptive_clip`` is stated for the declared [L, U], its ceiling; its noise is
+        calibrated to the released clip [a, b] (at most as wide) when it runs.
+        """
         if part is StepPart.COUNT:
             return super().sensitivity(agg, part, facts)
         rows = facts.bounded_rows(agg)
+        if part is StepPart.CLIP:  # all rows of the view in one histogram: C (2C under replace), groups or not
+            return count_sensitivity(adjacency=facts.adjacency, rows=rows, groups=None, grouped=True, norm=facts.norm)
         if part is StepPart.CENTERED_SUM:
             return centered_sensitivity_for(bounds_of(agg), adjacency=facts.adjacency, rows=rows)
         if facts.public_n is not None:
@@ -86,7 +128,12 @@ class Mean(Statistic):
         return f" (mean over the public n = {public_n})" if part is StepPart.VALUE and public_n is not None else ""
 
     def additive_specs(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> tuple[int, list[Any]] | None:
-        """The clipped sum and the count of present values (the denominator counts what the sum adds)."""
+        """The clipped sum and the count of present values (the denominator counts what the sum adds).
+
+        None for ``adaptive_clip``: its clip is released first (``run`` asks for the sums then).
+        """
+        if _adaptive(agg):
+            return None
         low, high = agg.bounds[0]
         column = agg.columns[0]
         specs = [bounded_sum(column, low, high, name=f"{agg.name}|s"), count_present(column, f"{agg.name}|n")]
@@ -94,31 +141,91 @@ class Mean(Statistic):
 
     def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
         """The midpoint plus the noisy centred sum over the noisy count, clamped; its error bound uses that count."""
-        low, high = agg.bounds[0]
         by_part = {s.part: s for s in steps}
-        clamp = f"clamped to the public bounds [{float(low):g}, {float(high):g}]"
-        total, count = by_part[StepPart.CENTERED_SUM], by_part[StepPart.COUNT]
+        if _adaptive(agg):
+            return _adaptive_mean(runner, agg, by_part)
+        low, high = agg.bounds[0]
         rows = runner.fetched(agg, steps)
-        s_name, n_name = f"{agg.name}|s", f"{agg.name}|n"
-        mid = (low + high) / 2
-        centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
-        counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
-        beta = 1 - CONFIDENCE
-        noisy_sum = _steps.additive_noise(total, centered, confidence=1 - beta / 2)
-        noisy_count = _steps.additive_noise(count, counts, confidence=1 - beta / 2)
-        sums_out = np.atleast_1d(noisy_sum.value).astype(np.float64)
-        counts_out = np.atleast_1d(noisy_count.value).astype(np.float64)
-        half = float(high - low) / 2
-        values: list[Any] = []
-        errors: list[float | None] = []
-        for s, c in zip(sums_out, counts_out, strict=True):
-            estimate = float(mid) + (s / c if c >= 1 else 0.0)
-            values.append(min(max(estimate, float(low)), float(high)))
-            errors.append(mean_error(noisy_sum, noisy_count, c, half))
-        note = (
-            "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
-            "|error| <= (b_sum + (U-L)/2 * b_count) / n^ with b at 97.5% each, so it grows as the group "
-            "shrinks and is the full range when n^ < 1"
-        )
-        post = [clamp, "the midpoint when the noisy count is below 1"]
-        return [Output(agg.name, values, errors, note, post)], [noisy_sum.loss, noisy_count.loss]
+        outputs, losses = _noisy_mean(agg, by_part, rows, low, high)
+        return [outputs], losses
+
+
+def _adaptive(agg: AggregateIR) -> bool:
+    return agg.mechanism == Mechanism.ADAPTIVE_CLIP.value
+
+
+def _adaptive_mean(runner: Runner, agg: AggregateIR, by_part: dict[StepPart, PlanStep]) -> Produced:
+    """Approximate bounds of the view's values, then the mean of the values clipped to them (adaptive composition).
+
+    Step 1 releases [lo, hi] (powers of two, or none) from the log2 histogram of every present value of
+    the released groups (``approx_bounds``, its noise for the step's sensitivity: C rows per unit, 2C
+    under replace); the clip is [a, b] = [L, U] ∩ [lo, hi], or [L, U] when none was found or the two
+    do not overlap (post-processing of a release). Steps 2-3 are the private-n mean on [a, b]: the
+    centred sum's noise for C (b - a)/2 (C (b - a) under replace), at most the planned C (U - L)/2.
+    """
+    clip_step = by_part[StepPart.CLIP]
+    low, high = agg.bounds[0]
+    values = [v for group in runner.present_values(agg, clip_step) for v in np.asarray(group).tolist()]
+    rows = clip_step.max_rows_per_unit
+    if rows is None or clip_step.sensitivity is None:
+        raise InternalError(f"the clip step of {agg.name!r} has no contribution bound")
+    replace = runner.plan.adjacency is Adjacency.REPLACE
+    found = mech.approx_bounds(
+        np.asarray(values, dtype=np.float64),
+        epsilon=clip_step.loss.epsilon,
+        max_rows_per_unit=rows,
+        replace=replace,
+        success_probability=SUCCESS_PROBABILITY,
+    )
+    check_result_loss(found, clip_step.loss, clip_step)
+    a, b = low, high
+    if found.low is not None and found.high is not None:
+        a, b = max(low, Fraction(found.low)), min(high, Fraction(found.high))
+        if not a < b:
+            a, b = low, high
+    total = by_part[StepPart.CENTERED_SUM]
+    calibrated = replace_step(
+        total, sensitivity=centered_sensitivity_for(Bounds(a, b), adjacency=runner.plan.adjacency, rows=rows)
+    )
+    specs = [bounded_sum(agg.columns[0], a, b, name=f"{agg.name}|s"), count_present(agg.columns[0], f"{agg.name}|n")]
+    group_rows = runner.group_rows(total, specs)
+    steps = {**by_part, StepPart.CENTERED_SUM: calibrated}
+    output, losses = _noisy_mean(agg, steps, group_rows, a, b)
+    note = (
+        f"adaptive clip: approximate bounds released first (threshold {found.threshold}; "
+        f"{'found' if found.found else 'none found: the declared bounds'}), then {output.accuracy_note}; the error "
+        "bound covers the noise only: values outside the released clip add a bias that is not bounded"
+    )
+    post = [*output.post_processing, "the clip [a, b] = the declared bounds intersected with the released ones"]
+    return [replace_step(output, accuracy_note=note, post_processing=post)], [found.loss, *losses]
+
+
+def _noisy_mean(
+    agg: AggregateIR, by_part: dict[StepPart, PlanStep], rows: list[Any], low: Fraction, high: Fraction
+) -> tuple[Output, list[PrivacyLoss]]:
+    """The midpoint of [low, high] plus the noisy centred sum over the noisy count, clamped to [low, high]."""
+    clamp = f"clamped to the public bounds [{float(low):g}, {float(high):g}]"
+    total, count = by_part[StepPart.CENTERED_SUM], by_part[StepPart.COUNT]
+    s_name, n_name = f"{agg.name}|s", f"{agg.name}|n"
+    mid = (low + high) / 2
+    centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
+    counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
+    beta = 1 - CONFIDENCE
+    noisy_sum = _steps.additive_noise(total, centered, confidence=1 - beta / 2)
+    noisy_count = _steps.additive_noise(count, counts, confidence=1 - beta / 2)
+    sums_out = np.atleast_1d(noisy_sum.value).astype(np.float64)
+    counts_out = np.atleast_1d(noisy_count.value).astype(np.float64)
+    half = float(high - low) / 2
+    values: list[Any] = []
+    errors: list[float | None] = []
+    for s, c in zip(sums_out, counts_out, strict=True):
+        estimate = float(mid) + (s / c if c >= 1 else 0.0)
+        values.append(min(max(estimate, float(low)), float(high)))
+        errors.append(mean_error(noisy_sum, noisy_count, c, half))
+    note = (
+        "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
+        "|error| <= (b_sum + (U-L)/2 * b_count) / n^ with b at 97.5% each, so it grows as the group "
+        "shrinks and is the full range when n^ < 1"
+    )
+    post = [clamp, "the midpoint when the noisy count is below 1"]
+    return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_count.loss]

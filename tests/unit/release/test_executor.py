@@ -253,6 +253,12 @@ def test_collect_bound_is_population_times_the_largest_c_of_a_collecting_step() 
     assert collect_bound_of(Query("t").agg(d=min_distance(["x"], max_rows_per_unit=3)), 7) == 7 * 3
 
 
+def test_an_adaptive_mean_collects_for_its_clip_step() -> None:
+    """The approximate bounds of an adaptive-clip mean read the column's values: the collect bound counts them."""
+    query = by_region().agg(m=mean("hours", max_rows_per_unit=9, mechanism="adaptive_clip"))
+    assert collect_bound_of(query, 100) == 100 * 9
+
+
 def test_collect_bound_is_none_without_a_collecting_step_or_a_population() -> None:
     additive = by_region().agg(n=count(max_rows_per_unit=4), s=q_sum("hours", max_rows_per_unit=6))
     assert collect_bound_of(additive, 100) is None

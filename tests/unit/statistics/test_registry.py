@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpsense.query import AggregateKind, Mechanism
+from dpsense.query import AggregateKind, Family, Mechanism, StepPart
+from dpsense.query._planner_rules import Choice
 from dpsense.statistics import ALLOWED_MECHANISMS, STATISTICS, Statistic
 
 
@@ -22,8 +23,11 @@ def test_each_statistic_states_its_rule_and_runs(kind: AggregateKind) -> None:
     if stat.data_dependent:  # its value step calibrates to the data: a data-dependent mechanism, collected rows
         assert stat.collects and all(m.info.record_cost is not None for m in stat.mechanisms)
         assert type(stat).additive_specs is Statistic.additive_specs
-    else:  # global: its noise is calibrated to a sensitivity the statistic states
-        assert all(m.is_global for m in stat.mechanisms)
+    else:  # global: its noise is calibrated to a sensitivity the statistic states (a combined name: in every step)
+        assert all(m.is_global or m.family is Family.COMBINED for m in stat.mechanisms)
+        for m in (m for m in stat.mechanisms if m.family is Family.COMBINED):
+            steps = [stat.part_choice(part, Choice(m, "analyst", "")).mechanism for part in StepPart]
+            assert all(s.is_global for s in steps), (kind, m, steps)
         assert type(stat).sensitivity is not Statistic.sensitivity
     assert stat.__module__.startswith("dpsense.statistics."), "one module per statistic"
 
