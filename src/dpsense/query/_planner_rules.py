@@ -27,11 +27,6 @@ from dpsense.sensitivity import (
     sum_sensitivity,
 )
 
-#: benchmarks/estimators.py DEFAULTS: ("median", 0.1) -> "em", ("median", 1.0) -> "invsens". The
-#: exponential-mechanism quantile wins below ε = 1 and inverse sensitivity from ε = 1 on the synthetic
-#: panel; the same threshold is used for other quantiles (the order-statistic form of the same mechanism).
-QUANTILE_INVSENS_FROM_EPSILON = Fraction(1)
-
 
 @dataclass(frozen=True)
 class Choice:

@@ -16,8 +16,8 @@ Mechanism choice, parts, contribution bound and sensitivity per statistic: one m
   under replace without a public n, the two-step form with replace sensitivities.
 * variance: three steps, a noisy centered sum S1, a noisy sum of squared centered values S2 and a
   noisy count N (Laplace, or Gaussian on request); the release computes S2/N - (S1/N)^2 (post-processing).
-* median / quantile: the accuracy benchmark's DEFAULTS (EM quantile below ε = 1, inverse sensitivity
-  from ε = 1, judged on the ε the mechanism runs with).
+* median / quantile: the EM quantile at every ε under both adjacencies (benchmarks/accuracy.py and
+  benchmarks/replace_median.py; docs/planner.md).
 * trimmed_mean, min_distance, triangle_count: smooth sensitivity with Cauchy noise (pure ε-DP).
 * approx_bounds: a geometric-noise histogram over public log2 bins (L1 sensitivity C, 2C under
   replace), thresholded by post-processing (``dpsense.mechanisms.approx_bounds``; pure ε-DP).

@@ -1,9 +1,9 @@
 """median and quantile: the q-quantile (median: q = 1/2) of a numeric column within the public bounds.
 
 Data-dependent: no global sensitivity. Mechanisms (docs/math/order-statistics.md,
-docs/math/exponential-mechanism.md): the exponential-mechanism quantile (the default under add/remove
-at every ε, with Δu = max(q, 1 − q) and integer candidates for integer columns; under replace the
-default below ε = 1 per call), inverse sensitivity (the replace default from ε = 1), smooth sensitivity
+docs/math/exponential-mechanism.md): the exponential-mechanism quantile (the default at every ε under
+both adjacencies, with Δu = max(q, 1 − q) under add/remove and 1 under replace, integer candidates for
+integer columns and decimal points beside the cells of numeric ones), inverse sensitivity, smooth sensitivity
 with Cauchy noise and Propose-Test-Release; the last two run on values resized to a noisy count, a
 public n (a count step first). A unit's change costs M record changes over the groups
 (``_planner_rules.unit_record_cost``): each call runs at ε / M, and group privacy gives ε for the unit.
@@ -21,7 +21,7 @@ from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
-from dpsense.query._planner_rules import QUANTILE_INVSENS_FROM_EPSILON, Choice
+from dpsense.query._planner_rules import Choice
 from dpsense.query.planner import PlanStep
 from dpsense.statistics._base import (
     NUMERIC_FIELDS,
@@ -59,17 +59,16 @@ class Quantile(Statistic):
         )
 
     def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
-        """The exponential mechanism under add/remove; under replace, inverse sensitivity from ε = 1 per call.
+        """The exponential-mechanism quantile at every ε, under both adjacencies.
 
-        Under add/remove the EM's rank utility has sensitivity max(q, 1 − q) (docs/math/order-statistics.md
+        Under add/remove its rank utility has sensitivity max(q, 1 − q) (docs/math/exponential-mechanism.md
         §8.2), which halves its rank error for the median; inverse sensitivity's path length stays
-        1-Lipschitz, so the EM is at least as sharp at every ε (docs/planner.md, the measured table).
+        1-Lipschitz. Under replace (Δu = 1) the two are close on continuous data and the EM's integer
+        candidates and decimal points release ties exactly (benchmarks/replace_median.py; docs/planner.md).
         """
         if adjacency is Adjacency.ADD_REMOVE:
             return Choice(M.EM_QUANTILE, "default", "the default for quantiles under add/remove adjacency")
-        if mechanism_epsilon >= QUANTILE_INVSENS_FROM_EPSILON:
-            return Choice(self.mechanisms[1], "default", "the accuracy benchmark's default for quantiles at ε >= 1")
-        return Choice(M.EM_QUANTILE, "default", "the accuracy benchmark's default for quantiles at ε < 1")
+        return Choice(M.EM_QUANTILE, "default", "the default for quantiles under replace adjacency")
 
     def budget_weight(self, part: StepPart) -> Fraction:
         """The value step takes 9/10 of the statistic's ε when a noisy count makes n public (``public_n_weight``)."""

@@ -81,11 +81,9 @@ def test_default_mechanism_per_statistic(schema: Schema, epsilon: object, adjace
     assert one(schema, q.count_units(), **kw).mechanism == "laplace"
     assert one(schema, q.sum("hours"), **kw).mechanism == "laplace"
     assert one(schema, q.histogram("region"), **kw).mechanism == "laplace"
-    # the EM quantile under add/remove (Δu = max(q, 1 - q)); under replace em below ε = 1, invsens from 1
-    big = Fraction(str(epsilon)) >= 1 and adjacency == "replace"
-    assert one(schema, q.median("age"), **kw).mechanism == ("inverse_sensitivity_median" if big else "em_quantile")
-    quant = one(schema, q.quantile("age", "0.9"), **kw).mechanism
-    assert quant == ("inverse_sensitivity_order_statistic" if big else "em_quantile")
+    # the EM quantile at every ε under both adjacencies (Δu = max(q, 1 - q) under add/remove, 1 under replace)
+    assert one(schema, q.median("age"), **kw).mechanism == "em_quantile"
+    assert one(schema, q.quantile("age", "0.9"), **kw).mechanism == "em_quantile"
     for agg, name in [
         (q.min_distance(["x", "y"]), "smooth_min_distance"),
         (q.triangle_count(["src", "dst"]), "smooth_triangle_count"),
@@ -105,14 +103,14 @@ def test_default_mechanism_per_statistic(schema: Schema, epsilon: object, adjace
     assert (count.loss, value.loss) == (PureDP(Fraction(str(epsilon)) / 10), PureDP(Fraction(str(epsilon)) * 9 / 10))
 
 
-def test_median_threshold_uses_the_epsilon_the_mechanism_runs_with(schema: Schema) -> None:
-    # ε = 1 shared by two steps: each median runs at 1/2 -> EM; C = 2 halves it again
+def test_the_default_median_runs_at_the_epsilon_of_its_step_over_the_record_cost(schema: Schema) -> None:
+    # ε = 1 shared by two steps: each median runs at 1/2; C = 2 under replace (ungrouped: M = C) halves it again
     two = plan(
         build(schema, a=q.median("age"), b=q.median("hours")), epsilon=1, adjacency="replace", max_rows_per_unit=1
     )
     assert {s.mechanism for s in two.steps} == {"em_quantile"}
     step = one(schema, q.median("age", max_rows_per_unit=2), epsilon=2, adjacency="replace")
-    assert step.mechanism == "inverse_sensitivity_median" and step.mechanism_epsilon == 1
+    assert step.mechanism == "em_quantile" and step.mechanism_epsilon == 1
     step = one(schema, q.median("age", max_rows_per_unit=4), epsilon=2, adjacency="replace")
     assert step.mechanism == "em_quantile" and step.mechanism_epsilon == Fraction(1, 2)
 
