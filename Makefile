@@ -42,6 +42,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/estimators.py
 	$(BIN)/python -m pip install --quiet -e '.[bench-anchors]'
 	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/replace_median.py
+	$(BIN)/python benchmarks/decimal_points.py
 	$(BIN)/python benchmarks/ledger.py
 	$(BIN)/python benchmarks/release.py
 	$(BIN)/python benchmarks/spark.py

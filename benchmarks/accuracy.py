@@ -551,7 +551,7 @@ def main() -> int:
     finally:
         dps.close()
 
-    names = ["dpsense", *anchors]
+    names = ["dpsense", *OPT_IN, *anchors]
     worst: dict[str, float] = {}
     above: dict[str, list[str]] = {stat: [] for stat in STATS}
     wins: dict[tuple[str, float], list[str]] = {}
