@@ -16,6 +16,7 @@ from dpsense.mechanisms.inverse_family import (
     inverse_sensitivity_with_family,
 )
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median, inverse_sensitivity_order_statistic
+from dpsense.mechanisms.joint_quantiles import recursive_quantiles
 from dpsense.mechanisms.laplace import laplace
 from dpsense.mechanisms.local import (
     k_ary_randomized_response,
@@ -79,6 +80,7 @@ __all__ = [
     "ptr_trimmed_mean",
     "ptr_with_family",
     "randomized_response",
+    "recursive_quantiles",
     "report_noisy_max",
     "select_partitions",
     "smooth_median",
