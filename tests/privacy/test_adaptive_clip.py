@@ -68,6 +68,8 @@ def test_the_calibrated_sum_moves_within_its_clip_sensitivity(adjacency: str, gr
     assert sums[0].step == sums[1].step
     planned = next(st for st in ox.plan.steps if st.part.value == "centered_sum")
     assert sums[0].step.sensitivity < planned.sensitivity
+    # the values fill [32, 64): the released clip is that bin, so the sum runs at C (64 - 32)/2, twice under replace
+    assert sums[0].step.sensitivity == C * 16 * (2 if adjacency == "replace" else 1)
     assert h.check_pair("m", ox, oy) == []
 
 
