@@ -93,3 +93,29 @@ def test_grouped_the_clip_is_shared_and_every_group_gets_a_mean(steward: dp.Sess
     means = release.values["m"]
     assert len(means) == len(REGIONS) and all(200 <= m <= 300 for m in means)
     assert all(e is not None and e < 20 for e in release.values["m_error95"])
+
+
+def test_degenerate_views_are_released_or_refused_before_the_charge(steward: dp.Session) -> None:
+    """Empty and one-record views, a missing value clamped, a huge domain: total; δ and a sum refused for free."""
+    frame = pd.DataFrame({"person_id": ["a", "b", "c"], "latency": [1.0, np.nan, 2.0], "f": [1, 1, 0]})
+    frame["region"], frame["age"] = REGIONS[0], 30
+    events = register(
+        steward,
+        frame,
+        bounds={"latency": (0, 10**200), "age": (0, 120)},
+        policies={"latency": "clamp"},
+        max_rows_per_unit=1,
+        budget=dp.Budget(epsilon=100, delta=1e-8),
+    )
+    adaptive = dp.mean("latency", mechanism="adaptive_clip")
+    for query in (events.query(), events.query().filter("f", "==", 5), events.query().filter("f", "==", 0)):
+        release = steward.release(query.agg(m=adaptive), epsilon=1)
+        assert 0 <= release.values["m"][0] <= 10**200 and release.charged == PureDP(1)
+    grouped = steward.release(events.query().group_by("region").agg(m=adaptive), epsilon=1)
+    assert len(grouped.values["m"]) == len(REGIONS)
+    spent = len(steward.ledger.charges("events"))
+    with pytest.raises(dp.DPSenseError, match="no step of this plan uses it"):
+        steward.release(events.query().agg(m=adaptive), epsilon=1, delta=1e-9)
+    with pytest.raises(dp.DPSenseError, match="not valid for sum"):
+        steward.release(events.query().agg(s=dp.sum("latency", mechanism="adaptive_clip")), epsilon=1)
+    assert len(steward.ledger.charges("events")) == spent  # the refusals cost nothing

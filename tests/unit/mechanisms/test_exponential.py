@@ -429,6 +429,29 @@ def test_decimal_grids_hold_two_to_two_to_the_sixteen_points() -> None:
     assert grid.values(np.array([70.0, 3.0])).tolist() == [0.7, 0.03]  # the doubles the decimals parse to
 
 
+@pytest.mark.parametrize(
+    ("bounds", "values", "exponents"),
+    [
+        ((-1e-300, 1e-300), [0.0], []),  # no decimal grid of 2 to 2^16 points within |e| <= 22
+        ((0, 1e300), [1.0, 2.0], []),
+        ((3.7, 3.7), [3.7], []),
+        ((-5, 5), [-1.5, -1.5, 0.3], [-3, -2, -1, 0]),
+        ((1e15, 1e15 + 1000), [1e15 + 5, 1e15 + 5, 1e15 + 7], [0, 1, 2, 3]),
+        ((0, 2.0**54), [5.0], [12, 13, 14, 15, 16]),
+        ((-(2.0**60), -(2.0**59)), [-(2.0**59) - 1024], [13, 14, 15, 16, 17]),
+    ],
+)
+def test_decimal_points_on_extreme_bounds_release_inside_them(
+    bounds: tuple[float, float], values: list[float], exponents: list[int]
+) -> None:
+    """Tiny, huge, degenerate, negative and far-from-zero domains: the grids are the rule's, the output inside."""
+    assert [g.exponent for g in quantile.decimal_grids(bounds)] == exponents
+    for _ in range(20):
+        out = em_quantile(values, q=0.5, bounds=bounds, epsilon=1, adjacency=Adjacency.ADD_REMOVE, decimal_points=True)
+        assert bounds[0] <= out.value <= bounds[1]
+        assert out.details["candidates"] == ("cells and decimal points" if exponents else "cells")
+
+
 def test_integer_span_is_the_one_rule_for_candidates_and_points() -> None:
     assert quantile.integer_span(Fraction(1, 3), Fraction(7, 2)) == (1, 3)
     assert quantile.integer_span(0.2, 0.8) is None
