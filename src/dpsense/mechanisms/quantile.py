@@ -17,6 +17,7 @@ exponents), §8.2 (ties, add/remove Δu, integer candidates), §8.3 (decimal poi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -170,6 +171,7 @@ class DecimalGrid:
         return k * 10.0**self.exponent
 
 
+@functools.lru_cache(maxsize=256)  # asked per group of a release: the same public bounds each time
 def decimal_grids(bounds: tuple[float, float]) -> tuple[DecimalGrid, ...]:
     """The decimal grids 10^e Z whose points in [L, U] number 2 to 2^16, finest first (public: the bounds alone).
 
@@ -397,6 +399,15 @@ def _grid_measure(grid: DecimalGrid, count: int, resolution: int) -> int:
     return (_CELL_MEASURE * resolution) // (count * grid.size)
 
 
+def rank_slack_candidates(resolution: int, *, points: bool) -> int:
+    """The K of the rank bound (2Δu/ε) ln(K/β) (DR Thm 3.11 with a base measure): total mass over one cell's.
+
+    The best candidate weighs at least one cell; with decimal points the cells carry half the mass, so
+    K doubles (ln(2K/β)).
+    """
+    return resolution * 2 if points else resolution
+
+
 def point_grids(bounds: tuple[float, float], resolution: int = DEFAULT_RESOLUTION) -> tuple[DecimalGrid, ...]:
     """The decimal grids that join K cells as point candidates: ``decimal_grids`` when K <= 2^32, else none.
 
@@ -415,9 +426,7 @@ def _details(
     cells = candidates.parts[0]
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
     kind = "integers" if integers else "cells and decimal points" if len(candidates.parts) > 1 else "cells"
-    # DR Thm 3.11 with a base measure: the best candidate weighs at least one cell, so the term is
-    # ln(total mass / one cell's / β) = ln(2K/β) with decimal points (cells carry half), ln(K/β) without
-    effective = cells.resolution * 2 if len(candidates.parts) > 1 else cells.resolution
+    effective = rank_slack_candidates(cells.resolution, points=len(candidates.parts) > 1)
     return {
         "resolution": cells.resolution,
         "candidates": kind,

@@ -223,7 +223,7 @@ def plan(
         stat = _rule(rules, agg)
         rows = stat.rows(agg, dataset_rows=max_rows_per_unit, groups=ir.max_groups_per_unit, grouped=grouped)
         row_level = stat.data_dependent
-        run_eps = unit * min(weights[agg.name].values())
+        run_eps = unit * weights[agg.name].get(StepPart.VALUE, Fraction(1))  # the value step's share
         if row_level and rows is not None:  # the default quantile is judged on the ε it runs with
             cost = unit_record_cost(
                 _costed(agg.mechanism), adjacency=adj, rows=rows, groups=ir.max_groups_per_unit, grouped=grouped

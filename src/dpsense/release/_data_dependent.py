@@ -30,6 +30,7 @@ from dpsense.mechanisms.quantile import (
     DEFAULT_RESOLUTION,
     integer_candidates,
     point_grids,
+    rank_slack_candidates,
     utility_sensitivity,
 )
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
@@ -337,8 +338,8 @@ def _rank_note(
     if integer_bounds is not None:
         first, last = integer_candidates(integer_bounds)
         count, cells = last - first + 1, f"K = {last - first + 1} integer candidates"
-    elif points:  # the decimal points carry as much as the cells: ln(2K / β)
-        count = DEFAULT_RESOLUTION * 2
+    elif points:
+        count = rank_slack_candidates(DEFAULT_RESOLUTION, points=True)
         cells = "K = 2^32 public cells and the decimal points of the bounds"
     else:
         count, cells = DEFAULT_RESOLUTION, "K = 2^32 public cells"

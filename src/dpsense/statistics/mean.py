@@ -165,13 +165,14 @@ def _adaptive_mean(runner: Runner, agg: AggregateIR, by_part: dict[StepPart, Pla
     """
     clip_step = by_part[StepPart.CLIP]
     low, high = agg.bounds[0]
-    values = [v for group in runner.present_values(agg, clip_step) for v in np.asarray(group).tolist()]
     rows = clip_step.max_rows_per_unit
-    if rows is None or clip_step.sensitivity is None:
+    if rows is None or clip_step.sensitivity is None:  # decided by the plan, before any data is read
         raise InternalError(f"the clip step of {agg.name!r} has no contribution bound")
+    groups = [np.asarray(g, dtype=np.float64) for g in runner.present_values(agg, clip_step)]
+    values = np.concatenate(groups) if groups else np.zeros(0, dtype=np.float64)
     replace = runner.plan.adjacency is Adjacency.REPLACE
     found = mech.approx_bounds(
-        np.asarray(values, dtype=np.float64),
+        values,
         epsilon=clip_step.loss.epsilon,
         max_rows_per_unit=rows,
         replace=replace,
