@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/replace_median.py
 	$(BIN)/python benchmarks/decimal_points.py
 	$(BIN)/python benchmarks/joint_quantiles.py
+	$(BIN)/python benchmarks/adaptive_default.py
 	$(BIN)/python benchmarks/ledger.py
 	$(BIN)/python benchmarks/release.py
 	$(BIN)/python benchmarks/spark.py

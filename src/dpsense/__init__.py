@@ -82,6 +82,9 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; at run time they load on 
         quantile as quantile,
     )
     from dpsense.query import (
+        quantiles as quantiles,
+    )
+    from dpsense.query import (
         sum as sum,
     )
     from dpsense.query import (
@@ -114,6 +117,7 @@ _QUERY = (
     "min",
     "min_distance",
     "quantile",
+    "quantiles",
     "sum",
     "triangle_count",
     "trimmed_mean",

@@ -277,6 +277,7 @@ def _graph_edges(graph: Any) -> list[tuple[int, int]]:
 
 _ATTACHED = (
     "em_quantile",
+    "recursive_quantiles",
     "inverse_sensitivity_order_statistic",
     "smooth_quantile",
     "smooth_trimmed_mean",
@@ -338,6 +339,19 @@ def capturing() -> Iterator[Capture]:
                 cap.pending = None
 
         mp.setattr(_data_dependent, "order_release", order_release)
+
+        original_joint = _data_dependent.joint_release
+
+        def joint_release(
+            step: PlanStep, x: Any, qs: Any, bounds: Any, eps: Fraction, adj: Any, *, decimal_points: bool = False
+        ) -> Any:
+            cap.pending = cap.add("order", step, _materialize(x), qs=qs, bounds=bounds, eps=eps)
+            try:
+                return original_joint(step, x, qs, bounds, eps, adj, decimal_points=decimal_points)
+            finally:
+                cap.pending = None
+
+        mp.setattr(_data_dependent, "joint_release", joint_release)
 
         original_resized = _data_dependent.DataDependentSteps._resized_release
 

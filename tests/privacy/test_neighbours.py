@@ -24,13 +24,15 @@ count                  laplace, gaussian, geometric                             
 count_units            laplace, gaussian, geometric                                A/R x g/u
 clipped_count          laplace, gaussian, geometric                                A/R x g/u
 sum, mean, variance    laplace, gaussian                                           A/R x g/u
-mean                   adaptive_clip (approx_bounds clip, then Laplace)             A/R x g/u
+mean, sum              adaptive_clip (approx_bounds clip, then Laplace)             A/R x g/u
 approx_bounds          approx_bounds                                               A/R x u (refused g)
 histogram              laplace, gaussian, geometric                                A/R x u (keys as groups)
 median                 em_quantile, inverse_sensitivity_median, smooth, ptr         A/R x g/u
 quantile (q = 3/10)    em_quantile, inverse_sensitivity_order_statistic, smooth,    A/R x g/u
                        ptr
 quantile (q = 1/4e18)  em_quantile, inverse_sensitivity_order_statistic             A/R x g/u
+quantiles (1/4, 1/2,   recursive_quantiles (group privacy over the record changes)   A/R x g/u
+9/10)
 trimmed_mean (1/10)    smooth, inverse_sensitivity, ptr                             A/R x g/u
 min_distance           smooth, inverse_sensitivity, ptr                             A x u (R, g: refusal)
 triangle_count         smooth, inverse_sensitivity, ptr                             A/R x u (g: refusal)
@@ -89,6 +91,7 @@ def _global(grouped: bool) -> dict[str, dp.Aggregate]:
         aggs[f"mean_{m}"] = dp.mean("v", mechanism=m)
         aggs[f"variance_{m}"] = dp.variance("v", mechanism=m)
     aggs["mean_adaptive_clip"] = dp.mean("v", mechanism="adaptive_clip")
+    aggs["sum_adaptive_clip"] = dp.sum("v", mechanism="adaptive_clip")
     if not grouped:
         aggs["approx_bounds"] = dp.approx_bounds("v")
     return aggs
@@ -103,6 +106,7 @@ ORDER = {
     "quantile_inverse_sensitivity": dp.quantile("v", Fraction(3, 10), mechanism="inverse_sensitivity_order_statistic"),
     "quantile_smooth": dp.quantile("v", Fraction(3, 10), mechanism="smooth_quantile"),
     "quantile_ptr": dp.quantile("v", Fraction(3, 10), mechanism="ptr_order_statistic", proposed_bound=5),
+    "quantiles_recursive": dp.quantiles("v", [Fraction(1, 4), Fraction(1, 2), Fraction(9, 10)]),
     "trimmed_mean_smooth": dp.trimmed_mean("v", Fraction(1, 10), mechanism="smooth_trimmed_mean"),
     "trimmed_mean_inverse_sensitivity": dp.trimmed_mean(
         "v", Fraction(1, 10), mechanism="inverse_sensitivity_trimmed_mean"
@@ -319,8 +323,8 @@ def _issue_frame(moved: bool) -> pd.DataFrame:
     return h.frame(data)
 
 
-def test_issue_13_grouped_median_under_replace(tmp_path: Path) -> None:
-    """A = {10, 10, 1000}, B = {0, 990, 990, 1000}, unit "0" moves B -> A: C = 1, step ε = 1, default mechanism."""
+def _issue_13_releases(tmp_path: Path, aggregate: dp.Aggregate) -> tuple[h.Outcome, h.Outcome]:
+    """``aggregate`` grouped by g on the issue-13 pair (C = 1, step ε = 1), before and after unit "0" moves."""
     url = f"sqlite:///{tmp_path / 'issue.db'}"
     ctx = h.Context("replace", True, False)
     outcomes = []
@@ -341,8 +345,14 @@ def test_issue_13_grouped_median_under_replace(tmp_path: Path) -> None:
                     budget=dp.Budget(epsilon=10**7, delta=Fraction(1, 10**6)),
                     policy=h.policy(),
                 )
-            query = ds.query().group_by("g").max_groups_per_unit(1).agg(median=dp.median("v"))
+            query = ds.query().group_by("g").max_groups_per_unit(1).agg(out=aggregate)
             outcomes.append(h.release(session, query, epsilon=1, delta=0, seed=8, request_id=name))
+    return outcomes[0], outcomes[1]
+
+
+def test_issue_13_grouped_median_under_replace(tmp_path: Path) -> None:
+    """A = {10, 10, 1000}, B = {0, 990, 990, 1000}, unit "0" moves B -> A: C = 1, step ε = 1, default mechanism."""
+    outcomes = _issue_13_releases(tmp_path, dp.median("v"))
     ox, oy = outcomes
     assert ox.status == oy.status == "ok", (ox.error, oy.error)
     step = ox.plan.steps[0]
@@ -356,3 +366,24 @@ def test_issue_13_grouped_median_under_replace(tmp_path: Path) -> None:
     assert len(ranges) == 2
     loss = h.joint_log_ratio(ranges)
     assert loss <= float(step.loss.epsilon) + h.TOLERANCE, f"exact joint log-ratio {loss:.4f} > charged ε 1"
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_grouped_joint_quantiles_under_replace_and_a_broken_record_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: bool
+) -> None:
+    """The unit of issue 13 moves between groups under replace: the quantiles step pays for two groups' changes.
+
+    Control: with the record cost forced to 1 (each group's call at the whole ε), the group-privacy check
+    over the measured record changes (one per group, two groups) exceeds the charge and is caught.
+    """
+    if broken:
+        from dpsense.query import planner
+
+        monkeypatch.setattr(planner, "unit_record_cost", lambda *a, **k: 1)
+    outcomes = _issue_13_releases(tmp_path, dp.quantiles("v", [Fraction(1, 4), Fraction(1, 2), Fraction(3, 4)]))
+    ox, oy = outcomes
+    assert ox.status == oy.status == "ok", (ox.error, oy.error)
+    assert ox.plan.steps[0].record_cost == (1 if broken else 2)
+    problems = h.check_pair("out", ox, oy)
+    assert bool(problems) == broken, problems

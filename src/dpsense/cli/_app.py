@@ -176,6 +176,15 @@ def dataset_add(
     budget_delta: Annotated[str, typer.Option("--budget-delta", metavar="D", help="The total δ.")] = "0",
     adjacency: Annotated[AdjacencyChoice, typer.Option("--adjacency")] = AdjacencyChoice.ADD_REMOVE,
     bound: Annotated[list[str] | None, typer.Option("--bound", metavar="COL=L:U", help="Public bounds.")] = None,
+    typical: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--typical",
+            metavar="COL=A:B",
+            help="Where most values of COL lie, inside its --bound (a hint, not a bound): a mean or sum over "
+            "bounds 8x wider than its power-of-two cover clips adaptively by default.",
+        ),
+    ] = None,
     keys: Annotated[list[str] | None, typer.Option("--keys", metavar="COL=a,b,c", help="Public keys.")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", metavar="COL=KIND", help=" | ".join(KINDS))] = None,
     policy: Annotated[
@@ -214,6 +223,7 @@ def dataset_add(
     with _command() as io:
         _require_steward(steward, "register datasets")
         bounds = parse_bounds(bound or [])
+        typical_ranges = parse_bounds(typical or [], flag="--typical")
         public_keys = parse_keys(keys or [])
         kinds = parse_choices("--kind", kind or [], KINDS, "location=point")
         policies = parse_choices("--policy", policy or [], POLICIES, "hours=clamp")
@@ -244,6 +254,7 @@ def dataset_add(
                     policies=policies,
                     max_rows_per_unit=max_rows_per_unit,
                     max_groups_per_unit=group_caps,
+                    typical=typical_ranges,
                     snapshot=snapshot,
                     progress=progress,
                 )
@@ -288,7 +299,7 @@ def release(
 
     \b
         dataset: events              # snapshot: v1, source: data.csv (relative to the spec) optional
-        epsilon: 0.5                 # delta: 0, request_id: job-1, public_n: 10000 optional
+        epsilon: 0.5                 # delta: 0, request_id: job-1 optional
         filters: [{column: age, op: ">=", value: 18}]
         group_by: {column: region}   # keys: [north, south] optional
         max_groups_per_unit: 1

@@ -37,16 +37,16 @@ def number_option(option: str, text: str) -> str:
     return text
 
 
-def parse_bounds(items: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """``["hours=0:24"]`` -> ``{"hours": ("0", "24")}`` (decimal strings: kept exact)."""
+def parse_bounds(items: Sequence[str], *, flag: str = "--bound") -> dict[str, tuple[str, str]]:
+    """``["hours=0:24"]`` -> ``{"hours": ("0", "24")}`` (decimal strings: kept exact); also ``--typical``."""
     out: dict[str, tuple[str, str]] = {}
     for item in items:
-        column, value = _split("--bound", item, "hours=0:24")
+        column, value = _split(flag, item, "hours=0:24")
         low, sep, high = value.partition(":")
         if not sep or not low.strip() or not high.strip():
-            raise SpecError("--bound", "expected COLUMN=LOWER:UPPER", item, "write e.g. --bound hours=0:24")
-        _once("--bound", out, column, item)
-        out[column] = (number_option("--bound", low.strip()), number_option("--bound", high.strip()))
+            raise SpecError(flag, "expected COLUMN=LOWER:UPPER", item, f"write e.g. {flag} hours=0:24")
+        _once(flag, out, column, item)
+        out[column] = (number_option(flag, low.strip()), number_option(flag, high.strip()))
     return out
 
 

@@ -215,12 +215,14 @@ def history_table(dataset: str, rows: Sequence[dict[str, Any]]) -> Table:
 
 
 def profile_table(name: str, snapshot: str, columns: dict[str, Any], unit: str) -> Table:
-    """A registered snapshot's public profile: per column its kind, bounds, keys and data policy."""
+    """A registered snapshot's public profile: per column its kind, bounds (and typical range), keys and data policy."""
     table = Table(title=f"public profile of {name!r} snapshot {snapshot!r} (privacy unit {unit!r})")
     for heading in ("column", "kind", "bounds", "keys", "policy"):
         table.add_column(heading)
     for column, facts in sorted(columns.items()):
         bounds = "" if facts.bounds is None else f"[{decimal_text(facts.bounds[0])}, {decimal_text(facts.bounds[1])}]"
+        if facts.typical is not None:
+            bounds += f" typical [{decimal_text(facts.typical[0])}, {decimal_text(facts.typical[1])}]"
         keys = "" if facts.keys is None else ", ".join(map(str, facts.keys))
         table.add_row(column, facts.kind.value, bounds, keys, facts.policy)
     return table

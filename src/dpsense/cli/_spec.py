@@ -8,7 +8,6 @@ A release spec::
     epsilon: 0.5
     delta: 0                      # optional, default 0
     request_id: weekly-2026-49    # optional: a retry with the same id never charges twice
-    public_n: 10000               # optional: a public row count (replace adjacency, ungrouped mean)
     filters:                      # optional
       - {column: age, op: ">=", value: 18}
     group_by: {column: region, keys: [north, south, east, west]}   # optional; keys default to the declared
@@ -22,14 +21,14 @@ A release spec::
     spark_master: local[2]        # optional, engine spark only: local[N], spark://HOST:PORT, yarn, k8s://...
     spark_collect_limit: 1000000  # optional, engine spark only: a public bound on rows collected to the driver
 
-Aggregate kinds and their fields: ``count`` (max_rows_per_unit, mechanism), ``count_units``
-(mechanism), ``sum`` / ``mean`` / ``variance`` / ``median`` (column, bounds, max_rows_per_unit,
-mechanism), ``quantile`` (+ q), ``trimmed_mean`` (+ trim_fraction), ``histogram`` (column, keys,
-max_rows_per_unit, mechanism), ``min_distance`` (columns, bounds, max_rows_per_unit, mechanism),
-``triangle_count`` (columns, max_rows_per_unit, mechanism). A field a kind does not use is refused,
-never ignored. The model and its rules are the service's too (``dpsense.interface.spec``, the shared
-release spec); this one adds ``source``, ``request_id``, ``engine`` and ``spark_*``. Everything is
-judged here before the ledger is opened; what needs the dataset's schema (unknown columns) and the
+Aggregate kinds and their fields: ``count`` (max_rows_per_unit, mechanism), ``count_units`` (mechanism),
+``sum`` / ``mean`` / ``variance`` / ``median`` (column, bounds, max_rows_per_unit, mechanism),
+``quantile`` (+ q), ``quantiles`` (+ qs, a list), ``trimmed_mean`` (+ trim_fraction), ``histogram``
+(column, keys, max_rows_per_unit, mechanism), ``min_distance`` (columns, bounds, max_rows_per_unit,
+mechanism), ``triangle_count`` (columns, max_rows_per_unit, mechanism). A field a kind does not use is
+refused, never ignored. The model and its rules are the service's too (``dpsense.interface.spec``, the
+shared release spec); this one adds ``source``, ``request_id``, ``engine`` and ``spark_*``. Everything
+is judged here before the ledger is opened; what needs the dataset's schema (unknown columns) and the
 privacy rules (ε > 0, δ in [0, 1), the per-release cap) is judged by the Session before it charges.
 """
 

@@ -5,7 +5,7 @@ on the analyst's own machine (``source``, ``request_id``, ``engine``, ``spark_*`
 ``ReleaseBody`` (``dpsense.service._spec``) adds ``family`` and refuses the CLI's own fields with
 their fix. A release spec::
 
-    {"dataset": "health_events", "snapshot": "v1", "epsilon": 0.5, "delta": 0, "public_n": 10000,
+    {"dataset": "health_events", "snapshot": "v1", "epsilon": 0.5, "delta": 0,
      "filters": [{"column": "age", "op": ">=", "value": 18}],
      "group_by": {"column": "region", "keys": ["north", "south"]}, "max_groups_per_unit": 1,
      "aggregates": {"people": {"kind": "count_units"},
@@ -43,6 +43,7 @@ from pydantic_core import PydanticCustomError
 
 from dpsense.core.errors import UsageError
 from dpsense.query import Aggregate, AggregateKind, Query
+from dpsense.query._aggregates import MAX_QUANTILES
 from dpsense.query._fields import build_query
 from dpsense.query._values import NUMBER_RULE, number_problem
 from dpsense.statistics import AGGREGATE_FIELDS, aggregate_from_fields
@@ -176,6 +177,7 @@ class AggregateSpec(StrictModel):
     column: Name | None = None
     columns: list[Name] | None = Field(default=None, max_length=MAX_COLUMNS)
     q: Number | None = None
+    qs: list[Number] | None = Field(default=None, max_length=MAX_QUANTILES)
     trim_fraction: Number | None = None
     bounds: tuple[Number, Number] | None = None
     max_rows_per_unit: StrictInt | None = None

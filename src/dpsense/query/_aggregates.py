@@ -12,6 +12,7 @@ build equal objects.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -32,6 +33,7 @@ class AggregateKind(str, Enum):
     VARIANCE = "variance"
     MEDIAN = "median"
     QUANTILE = "quantile"
+    QUANTILES = "quantiles"
     HISTOGRAM = "histogram"
     TRIMMED_MEAN = "trimmed_mean"
     MIN_DISTANCE = "min_distance"
@@ -48,6 +50,7 @@ NUMERIC_KINDS = frozenset(
         AggregateKind.VARIANCE,
         AggregateKind.MEDIAN,
         AggregateKind.QUANTILE,
+        AggregateKind.QUANTILES,
         AggregateKind.TRIMMED_MEAN,
         AggregateKind.CLIPPED_COUNT,
     }
@@ -58,7 +61,8 @@ NUMERIC_KINDS = frozenset(
 class Aggregate:
     """One requested statistic, before it is checked against a schema.
 
-    ``keys`` is the raw public key list of a histogram (normalised once the column's kind is known).
+    ``keys`` is the raw public key list of a histogram (normalised once the column's kind is known);
+    ``qs`` the increasing quantiles of ``quantiles``.
     """
 
     kind: AggregateKind
@@ -70,6 +74,7 @@ class Aggregate:
     trim_fraction: Fraction | None = None
     keys: tuple[PublicValue, ...] | None = None
     proposed_bound: Fraction | None = None
+    qs: tuple[Fraction, ...] | None = None
 
 
 def _make(
@@ -83,6 +88,7 @@ def _make(
     trim_fraction: Fraction | None = None,
     keys: tuple[PublicValue, ...] | None = None,
     proposed_bound: PublicValue | None = None,
+    qs: tuple[Fraction, ...] | None = None,
 ) -> Aggregate:
     for col in columns:
         if not isinstance(col, str) or not col:
@@ -101,6 +107,7 @@ def _make(
         trim_fraction=trim_fraction,
         keys=keys,
         proposed_bound=_proposed_bound(proposed_bound),
+        qs=qs,
     )
 
 
@@ -159,6 +166,7 @@ def _numeric(
     q: Fraction | None = None,
     trim_fraction: Fraction | None = None,
     proposed_bound: PublicValue | None = None,
+    qs: tuple[Fraction, ...] | None = None,
 ) -> Aggregate:
     return _make(
         kind,
@@ -169,6 +177,7 @@ def _numeric(
         proposed_bound=proposed_bound,
         q=q,
         trim_fraction=trim_fraction,
+        qs=qs,
     )
 
 
@@ -236,6 +245,56 @@ def quantile(
     return _numeric(
         AggregateKind.QUANTILE, column, bounds, max_rows_per_unit, mechanism, q=exact_q, proposed_bound=proposed_bound
     )
+
+
+#: The most quantiles one ``quantiles`` aggregate releases (the percentiles 1..99 fit).
+MAX_QUANTILES = 99
+
+
+def quantiles(
+    column: str,
+    qs: Sequence[PublicValue],
+    *,
+    bounds: tuple[PublicValue, PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """Several quantiles of a numeric column in one release (e.g. the quartiles, the deciles).
+
+    ``qs`` are strictly increasing, strictly between 0 and 1, at most ``MAX_QUANTILES``. One output column
+    per quantile, named ``<name>_p<100 q>`` (``q_p25``, ``q_p50``, ``q_p12_5``). The default mechanism
+    splits recursively (Kaplan-Schnapp-Stemmer 2022): each quantile gets ε/⌈log2(m + 1)⌉ instead of ε/m,
+    and the released values are sorted (docs/planner.md, "Several quantiles at once").
+    """
+    if isinstance(qs, (str, bytes)) or not isinstance(qs, Iterable):
+        raise UsageError("quantiles takes a list of quantiles", qs, "pass e.g. qs=[0.25, 0.5, 0.75]")
+    exact_qs = tuple(exact(q, what="quantile q") for q in qs)
+    if not 1 <= len(exact_qs) <= MAX_QUANTILES:
+        raise UsageError(
+            f"quantiles takes 1 to {MAX_QUANTILES} quantiles", len(exact_qs), "pass e.g. qs=[0.25, 0.5, 0.75]"
+        )
+    if any(not 0 < q < 1 for q in exact_qs) or any(b <= a for a, b in itertools.pairwise(exact_qs)):
+        raise UsageError(
+            "quantiles' qs must be strictly increasing and strictly between 0 and 1",
+            [float(q) for q in exact_qs],
+            "pass distinct quantiles in increasing order, e.g. qs=[0.1, 0.5, 0.9]",
+        )
+    if len({quantile_label(q) for q in exact_qs}) != len(exact_qs):
+        raise UsageError(
+            "two of the quantiles share an output name (they agree to 10 digits of 100 q)",
+            [float(q) for q in exact_qs],
+            "pass quantiles that differ in their first 10 digits",
+        )
+    return _numeric(AggregateKind.QUANTILES, column, bounds, max_rows_per_unit, mechanism, qs=exact_qs)
+
+
+def quantile_label(q: Fraction) -> str:
+    """The output-column suffix of one quantile of ``quantiles``: ``p`` and 100 q, a decimal point as ``_``."""
+    percent = q * 100
+    if percent.denominator == 1:
+        return f"p{percent.numerator}"
+    text = f"{float(percent):.10g}".replace(".", "_").replace("-", "m").replace("+", "")
+    return f"p{text}"
 
 
 def max(  # shadows the builtin on purpose, as dp.sum does: the statistic's own name

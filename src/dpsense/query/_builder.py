@@ -227,7 +227,13 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
         keys=keys,
         proposed_bound=_checked_proposed_bound(name, spec),
         integer_candidates=_integer_candidates(kind, columns, bounds),
+        typical=columns[0].typical if kind in _ADAPTIVE_KINDS and columns else None,
+        qs=spec.qs,
     )
+
+
+#: The statistics whose default reads a column's declared typical range (``statistics._adaptive``).
+_ADAPTIVE_KINDS = frozenset({AggregateKind.MEAN, AggregateKind.SUM})
 
 
 def _integer_candidates(kind: AggregateKind, columns: tuple[Column, ...], bounds: tuple[Bounds, ...]) -> bool:

@@ -105,7 +105,9 @@ class AggregateIR(_ComparedByCanonicalForm):
     else the declared bounds), and is empty for statistics that need none. For a histogram, ``keys``
     is the public key list, or ``None`` when the keys must be selected privately. For an order
     statistic of a column declared integer, ``integer_candidates`` makes the exponential mechanism
-    choose among the integers of the bounds (a public fact of the schema).
+    choose among the integers of the bounds (a public fact of the schema). For a mean or sum of a
+    column with a declared typical range, ``typical`` holds it (the planner's adaptive-clip rule reads it);
+    ``qs`` are the quantiles of ``quantiles``.
     """
 
     name: str
@@ -119,6 +121,8 @@ class AggregateIR(_ComparedByCanonicalForm):
     keys: tuple[Value, ...] | None
     proposed_bound: Fraction | None = None
     integer_candidates: bool = False
+    typical: Bounds | None = None
+    qs: tuple[Fraction, ...] | None = None
 
     @property
     def needs_partition_selection(self) -> bool:
@@ -141,6 +145,8 @@ class AggregateIR(_ComparedByCanonicalForm):
             # statistic stays what it was before PTR was offered
             **({} if self.proposed_bound is None else {"proposed_bound": rational(self.proposed_bound)}),
             **({"integer_candidates": True} if self.integer_candidates else {}),
+            **({} if self.typical is None else {"typical": [rational(b) for b in self.typical]}),
+            **({} if self.qs is None else {"qs": [rational(q) for q in self.qs]}),
         }
 
 

@@ -79,6 +79,7 @@ class Mechanism(str, Enum):
     APPROX_BOUNDS = "approx_bounds"
     ADAPTIVE_CLIP = "adaptive_clip"
     EM_QUANTILE = "em_quantile"
+    RECURSIVE_QUANTILES = "recursive_quantiles"
     INVERSE_SENSITIVITY_MEDIAN = "inverse_sensitivity_median"
     INVERSE_SENSITIVITY_ORDER_STATISTIC = "inverse_sensitivity_order_statistic"
     INVERSE_SENSITIVITY_TRIMMED_MEAN = "inverse_sensitivity_trimmed_mean"
@@ -158,6 +159,12 @@ MECHANISMS: dict[Mechanism, MechanismInfo] = {
     ),
     Mechanism.EM_QUANTILE: MechanismInfo(
         Family.EXPONENTIAL, "exponential-mechanism quantile, Smith 2011 and Dwork-Roth Thm 3.10", record_cost=_ORDER
+    ),
+    Mechanism.RECURSIVE_QUANTILES: MechanismInfo(
+        Family.EXPONENTIAL,
+        "recursive splitting, Kaplan-Schnapp-Stemmer 2022, with the exponential-mechanism quantile at each split "
+        "(Smith 2011; parallel composition within a level, Dwork-Roth Thm 3.16 over levels)",
+        record_cost=_ORDER,
     ),
     Mechanism.INVERSE_SENSITIVITY_MEDIAN: MechanismInfo(Family.INVERSE_SENSITIVITY, _INVERSE, record_cost=_ORDER),
     Mechanism.INVERSE_SENSITIVITY_ORDER_STATISTIC: MechanismInfo(

@@ -63,14 +63,43 @@ def check_bounds(bounds: object, *, what: str) -> Bounds:
     return (lower, upper)
 
 
+TYPICAL_KINDS = "a typical range belongs to a numeric or integer column"
+
+
+def check_typical(column: str, declared: object, bounds: Bounds | None) -> Bounds:
+    """A declared typical range ``(a, b)``: a < b, inside the column's declared bounds."""
+    what = f"typical range of {column!r}"
+    low, high = check_bounds(declared, what=what)
+    if bounds is None:
+        raise InvalidBounds(
+            f"a {what} needs the column's declared bounds", column, f"declare bounds for {column!r} as well"
+        )
+    if not low < high:
+        raise InvalidBounds(f"a {what} must be an interval a < b", declared, "widen it, e.g. (a, 2 * a)")
+    if low < bounds[0] or high > bounds[1]:
+        raise InvalidBounds(
+            f"the {what} must lie inside its declared bounds [{bounds[0]}, {bounds[1]}]",
+            declared,
+            "narrow it to the bounds: it says where most values are, the bounds where all are",
+        )
+    return (low, high)
+
+
 @dataclass(frozen=True)
 class Column:
-    """One column: its name, kind, declared public bounds (numeric) or public keys (categorical)."""
+    """One column: its name, kind, declared public bounds (numeric) or public keys (categorical).
+
+    ``typical`` is the steward's declared typical range of a bounded numeric column: a public hint
+    where most values lie, inside the bounds, not a bound (no value is refused or clipped by it). The
+    planner reads it to choose the adaptive clip for a mean or sum over a domain much wider than it
+    (``dpsense.statistics._adaptive``).
+    """
 
     name: str
     kind: ColumnKind
     bounds: Bounds | None = None
     keys: tuple[Value, ...] | None = None
+    typical: Bounds | None = None
 
 
 class Schema:
@@ -80,6 +109,8 @@ class Schema:
 
         Schema({"person_id": "unit", "hours": "numeric", "region": "categorical"},
                bounds={"hours": (0, 24)}, keys={"region": ["north", "south"]})
+
+    ``typical`` declares a column's typical range (within its bounds; see ``Column``).
     """
 
     __slots__ = ("_columns", "_unit")
@@ -90,6 +121,7 @@ class Schema:
         *,
         bounds: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
         keys: Mapping[str, Iterable[PublicValue]] | None = None,
+        typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
     ) -> None:
         kinds = {self._name(n): ColumnKind.parse(k, column=n) for n, k in columns.items()}
         if not kinds:
@@ -110,12 +142,17 @@ class Schema:
         for name in declared_bounds:
             if self._known(kinds, name, "bounds") not in BOUNDED_KINDS:
                 raise UsageError("bounds belong to numeric, integer or point columns", name, "drop these bounds")
+        for name in typical or {}:
+            if not self._known(kinds, name, "typical ranges").is_numeric:
+                raise UsageError(TYPICAL_KINDS, name, "drop it, or declare the column's kind numeric")
+        declared_typical = {n: check_typical(n, r, declared_bounds.get(n)) for n, r in (typical or {}).items()}
         units = sorted(n for n, k in kinds.items() if k is ColumnKind.UNIT)
         if len(units) > 1:
             raise UsageError("a schema has at most one privacy-unit column", units, "keep one column of kind 'unit'")
         self._unit = units[0] if units else None
         self._columns = {
-            n: Column(n, k, declared_bounds.get(n), declared_keys.get(n)) for n, k in sorted(kinds.items())
+            n: Column(n, k, declared_bounds.get(n), declared_keys.get(n), declared_typical.get(n))
+            for n, k in sorted(kinds.items())
         }
 
     @staticmethod

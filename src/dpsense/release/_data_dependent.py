@@ -34,6 +34,7 @@ from dpsense.mechanisms.quantile import (
     utility_sensitivity,
 )
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
+from dpsense.query._aggregates import quantile_label
 from dpsense.sensitivity.graph import UndirectedGraph
 from dpsense.sensitivity.order_statistics import RankedValues
 from dpsense.sensitivity.public_n import resize_to_public_n
@@ -44,6 +45,7 @@ from dpsense.statistics._steps import (
     additive_noise,
     check_result_loss,
     group_privacy,
+    joint_release,
     order_release,
     ptr_note,
     ptr_record_budget,
@@ -102,6 +104,35 @@ class DataDependentSteps(ABC):
             )
         note = _rank_note(step, q, eps, self.plan.adjacency, (low, high) if integers else None, points=points)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, step.unit_cost)]
+
+    def joint_quantiles(self, agg: AggregateIR, step: PlanStep) -> tuple[list[Output], list[PrivacyLoss]]:
+        """Per group the m quantiles of ``agg.qs`` by recursive splitting (``statistics.quantiles``).
+
+        The candidates: the 2^32 cells of each split's domain and, for every column, the decimal points
+        of the declared bounds (an integer column's whole numbers among them): public facts only.
+        """
+        if agg.qs is None:
+            raise InternalError("quantiles without qs")
+        low, high = inward_interval(*agg.bounds[0])
+        eps = step.mechanism_epsilon
+        points = bool(point_grids((low, high)))
+        per_group = [
+            joint_release(step, x, agg.qs, (low, high), eps, self.plan.adjacency, decimal_points=points)
+            for x in self.present_values(agg, step)
+        ]
+        depth = max(1, math.ceil(math.log2(len(agg.qs) + 1)))
+        note = (
+            f"{step.mechanism}: {len(agg.qs)} quantiles over {depth} levels of disjoint splits, each split the "
+            f"exponential-mechanism quantile at ε = {float(eps) / depth:.4g}"
+            f"{' / 2 (replace)' if self.plan.adjacency is Adjacency.REPLACE else ''} per record; the error is in "
+            "ranks of each split's records and no value bound is published; the values are sorted"
+        )
+        errors: list[float | None] = [None] * len(per_group)
+        outputs = [
+            Output(f"{agg.name}_{quantile_label(q)}", [values[i] for values in per_group], errors, note)
+            for i, q in enumerate(agg.qs)
+        ]
+        return outputs, [group_privacy(eps, step.unit_cost)]
 
     def present_values(self, agg: AggregateIR, step: PlanStep) -> list[NDArray[np.float64]]:
         """Per output group, the bounded values of the statistic's column (missing ones left out)."""

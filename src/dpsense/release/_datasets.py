@@ -13,9 +13,10 @@ nothing about the content and is never shown to analysts.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -69,6 +70,7 @@ class Declaration:
     policies: Mapping[str, str]
     max_rows_per_unit: int | None
     max_groups_per_unit: Mapping[str, int]
+    typical: Mapping[str, tuple[PublicValue, PublicValue]] = field(default_factory=dict)
 
 
 def register(
@@ -101,6 +103,7 @@ def register(
             policies=declaration.policies,
             max_rows_per_unit=declaration.max_rows_per_unit,
             max_groups_per_unit=declaration.max_groups_per_unit,
+            typical=declaration.typical,
         )
         profile = Profile(
             profile.unit,
@@ -130,17 +133,18 @@ def register(
                 prepare(engine, staging, linked.profile)
                 progress("linked to the registered snapshot", total, total)
                 return linked
-        if name in ledger.dataset_names():
-            if snapshot in ledger.snapshots(name):
-                raise UsageError(
-                    "this dataset already has a snapshot of that name with other data",
-                    snapshot,
-                    "name the new snapshot, e.g. snapshot='2026-12'",
-                )
-        else:
+        known = name in ledger.dataset_names()
+        if known and snapshot in ledger.snapshots(name):
+            raise UsageError(
+                "this dataset already has a snapshot of that name with other data",
+                snapshot,
+                "name the new snapshot, e.g. snapshot='2026-12'",
+            )
+        prepare(engine, staging, profile)  # before any ledger write: a refusal here writes nothing
+        profile = with_public_units(engine, staging, profile)
+        if not known:
             ledger.register_dataset(name, budget=budget, fingerprint=fingerprint)
         ledger.save_profile(name, snapshot=snapshot, fingerprint=fingerprint, profile=profile.to_json())
-        prepare(engine, staging, profile)
         progress("registered", total, total)
         return Dataset(name, snapshot, profile, staging)
     except BaseException:
@@ -175,7 +179,7 @@ def check_same_declarations(name: str, snapshot: str, registered: Profile, given
     differences += _differences(policy_before, policy_after, {key: f"privacy policy {key}" for key in keys})
     columns_before, columns_after = before["columns"], after["columns"]
     for column in sorted(columns_before.keys() | columns_after.keys()):
-        labels = {field: f"{field} of column {column!r}" for field in ("kind", "bounds", "keys", "policy")}
+        labels = {key: f"{key} of column {column!r}" for key in ("kind", "bounds", "keys", "policy", "typical")}
         differences += _differences(columns_before.get(column) or {}, columns_after.get(column) or {}, labels)
     if differences:
         raise RegistrationConflict(name, snapshot, differences)
@@ -256,6 +260,18 @@ def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
     """
     apply_policies(engine, table, profile)
     engine.index_units(table, unit_column=profile.unit, key=random_bytes(32), sums=declared_sums(profile))
+
+
+def with_public_units(engine: StewardEngine, table: str, profile: Profile) -> Profile:
+    """Under replace adjacency, the profile with the snapshot's number of units (after the data policies).
+
+    Replace adjacency changes one unit's data for another's: every neighbour holds as many units, so
+    the number is not protected by the guarantee and is recorded as a public fact (docs/concepts.md,
+    "The number of units under replace"). Under add/remove it stays private and is never recorded.
+    """
+    if profile.adjacency is not Adjacency.REPLACE:
+        return profile
+    return dataclasses.replace(profile, units=engine.unit_count(table, unit_column=profile.unit))
 
 
 def declared_sums(profile: Profile) -> list[ClippedSum]:

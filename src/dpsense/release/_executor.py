@@ -70,14 +70,20 @@ def check_executable(ir: QueryIR, plan: Plan) -> None:
         )
     for agg in ir.aggregates:
         STATISTICS[agg.kind].check_executable(ir, agg, plan)
-    if plan.public_n is not None:
-        # sum / n with a public n is safe only when both neighbours have exactly n rows; the engine
-        # cannot guarantee that after bounding and filters (a replaced unit may own fewer or more rows).
+    if plan.public_n is not None and (
+        ir.filters or ir.group_by or any(s.part is StepPart.VALUE and s.max_rows_per_unit != 1 for s in _means(plan))
+    ):
+        # sum / n with a public n is safe only when both neighbours have exactly n rows: replace adjacency,
+        # one row per unit, the whole snapshot (``release._profile.public_units`` decides; this re-checks)
         raise UnsupportedRequest(
-            "a public n cannot be enforced on a bounded release",
+            "a public n holds only for an ungrouped, unfiltered mean with one row per unit",
             plan.public_n,
-            "drop public_n: the mean is then released as a noisy sum over a noisy count",
+            "drop the filter or grouping, or bound the mean to max_rows_per_unit=1",
         )
+
+
+def _means(plan: Plan) -> list[PlanStep]:
+    return [s for s in plan.steps if s.statistic is AggregateKind.MEAN]
 
 
 def execute(

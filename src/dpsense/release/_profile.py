@@ -28,8 +28,8 @@ from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import ratio_text
 from dpsense.engine import TableInfo
-from dpsense.query import ColumnKind, Schema
-from dpsense.query._schema import check_bounds
+from dpsense.query import AggregateKind, ColumnKind, QueryIR, Schema
+from dpsense.query._schema import TYPICAL_KINDS, check_bounds, check_typical
 from dpsense.query._values import PublicValue, normalise_set
 
 PROFILE_VERSION = 1
@@ -45,20 +45,25 @@ _ENGINE_KINDS = {
 
 @dataclass(frozen=True)
 class ColumnProfile:
-    """One column's public facts: kind, declared bounds or keys, and its data policy."""
+    """One column's public facts: kind, declared bounds or keys, its data policy and typical range."""
 
     kind: ColumnKind
     bounds: tuple[Fraction, Fraction] | None = None
     keys: tuple[Any, ...] | None = None
     policy: str = "refuse"
+    typical: tuple[Fraction, Fraction] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON; bounds as exact ``"n/d"`` strings, keys as given (strings or integers)."""
+        """Plain JSON; bounds as exact ``"n/d"`` strings, keys as given (strings or integers).
+
+        ``typical`` only when declared, so the profiles stored before it existed read the same.
+        """
         return {
             "kind": self.kind.value,
             "bounds": None if self.bounds is None else [_q(b) for b in self.bounds],
             "keys": None if self.keys is None else [_plain(k) for k in self.keys],
             "policy": self.policy,
+            **({} if self.typical is None else {"typical": [_q(b) for b in self.typical]}),
         }
 
     @classmethod
@@ -66,11 +71,13 @@ class ColumnProfile:
         """The inverse of ``to_json``."""
         bounds = doc.get("bounds")
         keys = doc.get("keys")
+        typical = doc.get("typical")
         return cls(
             ColumnKind(doc["kind"]),
             None if bounds is None else (Fraction(bounds[0]), Fraction(bounds[1])),
             None if keys is None else tuple(keys),
             str(doc.get("policy", "refuse")),
+            None if typical is None else (Fraction(typical[0]), Fraction(typical[1])),
         )
 
 
@@ -87,6 +94,9 @@ class Profile:
     source: str | None = None
     budget: dict[str, str] = field(default_factory=dict)
     max_groups_per_unit: dict[str, int] = field(default_factory=dict)
+    #: Replace adjacency only: the number of privacy units in the snapshot (after the data policies).
+    #: Every neighbour under replace has as many, so it is public (recorded at registration, ``units_of``).
+    units: int | None = None
 
     def schema(self) -> Schema:
         """The query Schema: column kinds with the declared bounds and keys; the unit column as ``unit``."""
@@ -94,7 +104,8 @@ class Profile:
         kinds[self.unit] = ColumnKind.UNIT
         bounds = {n: c.bounds for n, c in self.columns.items() if c.bounds is not None}
         keys = {n: c.keys for n, c in self.columns.items() if c.keys is not None}
-        return Schema(kinds, bounds=bounds, keys=keys)
+        typical = {n: c.typical for n, c in self.columns.items() if c.typical is not None}
+        return Schema(kinds, bounds=bounds, keys=keys, typical=typical)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (stored in the ledger and in every release record)."""
@@ -109,6 +120,7 @@ class Profile:
             "source": self.source,
             "budget": self.budget,
             "max_groups_per_unit": dict(sorted(self.max_groups_per_unit.items())),
+            **({} if self.units is None else {"units": self.units}),
         }
 
     @classmethod
@@ -126,7 +138,31 @@ class Profile:
             source=doc.get("source"),
             budget=dict(doc.get("budget") or {}),
             max_groups_per_unit={str(k): int(v) for k, v in (doc.get("max_groups_per_unit") or {}).items()},
+            units=None if doc.get("units") is None else int(doc["units"]),
         )
+
+
+def public_units(profile: Profile, ir: QueryIR) -> int | None:
+    """The public n of the query's means, or None: replace adjacency, one row per unit, no filter, no grouping.
+
+    Under replace adjacency every neighbour holds the registered number of units (``Profile.units``).
+    A mean of a column with no missing value (policy ``refuse`` or ``drop``), over the whole snapshot,
+    ungrouped, bounded to one row per unit, averages exactly that many values on both neighbours, so
+    its n is public and the mean is one step, sum / n, of sensitivity (U - L)/n
+    (docs/math/global-sensitivity.md §1.3). Anything else keeps n private: a filter or a group selects a
+    data-dependent number of rows, more rows per unit change the count with the unit, a missing value
+    leaves its unit out. None as well when the query has no mean (its plan is then unchanged), or when
+    one of its means does not qualify (the plan's public n is shared by its means).
+    """
+    means = [a for a in ir.aggregates if a.kind is AggregateKind.MEAN]
+    if profile.adjacency is not Adjacency.REPLACE or profile.units is None or ir.filters or ir.group_by or not means:
+        return None
+    for agg in means:
+        rows = agg.max_rows_per_unit if agg.max_rows_per_unit is not None else profile.max_rows_per_unit
+        column = profile.columns.get(agg.columns[0])
+        if rows != 1 or column is None or column.policy == "clamp":
+            return None
+    return profile.units
 
 
 def build_profile(
@@ -140,10 +176,13 @@ def build_profile(
     policies: Mapping[str, str],
     max_rows_per_unit: int | None,
     max_groups_per_unit: Mapping[str, int] | None = None,
+    typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
 ) -> Profile:
     """The profile of a table from its public schema and the steward's declarations (no data read)."""
     names = info.column_names
-    for what, declared in (("bounds", bounds), ("keys", keys), ("kinds", kinds), ("policies", policies)):
+    typical = typical or {}
+    declared_maps = (("bounds", bounds), ("keys", keys), ("kinds", kinds), ("policies", policies), ("typical", typical))
+    for what, declared in declared_maps:
         for name in declared:
             if name not in names:
                 raise UsageError(
@@ -178,7 +217,12 @@ def build_profile(
                 column.name,
                 f"declare bounds for {column.name!r} or use 'drop'",
             )
-        columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy)
+        col_typical = None
+        if column.name in typical:
+            if not kind.is_numeric:
+                raise UsageError(TYPICAL_KINDS, column.name, "drop it, or declare the column's kind numeric")
+            col_typical = check_typical(column.name, typical[column.name], col_bounds)
+        columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy, col_typical)
     caps = _group_caps(max_groups_per_unit or {}, columns)
     profile = Profile(unit, adjacency, columns, max_rows_per_unit, unit_policy, max_groups_per_unit=caps)
     profile.schema()  # validates kinds against bounds and keys

@@ -37,6 +37,7 @@ from dpsense.core.errors import (
     InternalError,
     LedgerStateError,
     UnknownDataset,
+    UnsupportedRequest,
     UsageError,
 )
 from dpsense.core.numbers import NumberLike
@@ -50,6 +51,7 @@ from dpsense.release._admission import admit
 from dpsense.release._datasets import Dataset, Declaration, attach, register
 from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy, check_budget_policy, check_release_policy
+from dpsense.release._profile import public_units
 from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
 from dpsense.release._shared import SharedSnapshots
@@ -196,6 +198,7 @@ class Session:
         policies: Mapping[str, str] | None = None,
         max_rows_per_unit: int | None = None,
         max_groups_per_unit: Mapping[str, int] | None = None,
+        typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
         snapshot: str = "v1",
         progress: Progress = no_progress,
     ) -> Dataset:
@@ -207,6 +210,10 @@ class Session:
         declared per-column policies (``refuse`` / ``drop`` / ``clamp``). ``max_groups_per_unit``
         declares per group column how many of its values one unit may touch (e.g. ``{"region": 1}``: a
         person lives in one region); queries grouped by it use that bound unless they state their own.
+        ``typical`` declares per bounded numeric column the range most values lie in (e.g.
+        ``{"latency_ms": (0, 2000)}`` under bounds (0, 10**6)): a public hint, not a bound; a mean or sum
+        over bounds at least ``ADAPTIVE_WIDTH_RATIO`` times wider than its power-of-two cover defaults to
+        ``mechanism="adaptive_clip"`` (docs/planner.md, "A declared typical range").
         Data that matches a registered
         snapshot (keyed fingerprint) links to that dataset's budget; ``Dataset.linked`` says so.
         """
@@ -235,6 +242,7 @@ class Session:
             policies or {},
             max_rows_per_unit,
             max_groups_per_unit or {},
+            typical or {},
         )
         if name in self._datasets:
             raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")
@@ -279,12 +287,20 @@ class Session:
         """The dataset, the query, its plan and the public bound on collected rows (refusals before any charge)."""
         dataset = self._attached(query)
         ir = _with_declared_rules(query, dataset).build(dataset.schema)
+        if public_n is not None:
+            raise UnsupportedRequest(
+                "a release does not take its public n from the request",
+                public_n,
+                "drop public_n: under replace adjacency an ungrouped, unfiltered mean with one row per unit uses "
+                "the number of units recorded at registration by itself; any other mean is a noisy sum over a "
+                "noisy count",
+            )
         result = plan(
             ir,
             epsilon=epsilon,
             delta=delta,
             adjacency=dataset.profile.adjacency,
-            public_n=public_n,
+            public_n=public_units(dataset.profile, ir),
             max_rows_per_unit=dataset.profile.max_rows_per_unit,
             rules=STATISTICS,
         )

@@ -192,6 +192,10 @@ class RegisterIn(Body):
     budget: BudgetIn
     policy: PolicyIn
     bounds: dict[Name, tuple[Number, Number]] = Field(default_factory=dict)
+    typical: dict[Name, tuple[Number, Number]] = Field(
+        default_factory=dict,
+        description="per bounded numeric column, where most values lie (a hint inside its bounds, not a bound)",
+    )
     keys: dict[Name, Annotated[list[Scalar], Field(max_length=10_000)]] = Field(default_factory=dict)
     kinds: dict[Name, Name] = Field(default_factory=dict)
     policies: dict[Name, Name] = Field(default_factory=dict)

@@ -92,6 +92,7 @@ async def register(body: RegisterIn, caller: StewardDep) -> dict[str, Any]:
                     policies=body.policies,
                     max_rows_per_unit=body.max_rows_per_unit,
                     max_groups_per_unit=body.max_groups_per_unit or None,
+                    typical={k: (v[0], v[1]) for k, v in body.typical.items()},
                     snapshot=body.snapshot,
                 )
                 stored = worker.ledger.profile(dataset.name, dataset.snapshot)

@@ -26,6 +26,7 @@ from dpsense.statistics.histogram import Histogram
 from dpsense.statistics.mean import Mean
 from dpsense.statistics.min_distance import MinDistance
 from dpsense.statistics.quantile import Median, Quantile
+from dpsense.statistics.quantiles import Quantiles
 from dpsense.statistics.sum import Sum
 from dpsense.statistics.triangle_count import TriangleCount
 from dpsense.statistics.trimmed_mean import TrimmedMean
@@ -44,6 +45,7 @@ STATISTICS: dict[AggregateKind, Statistic] = {
         Variance(),
         Median(),
         Quantile(),
+        Quantiles(),
         TrimmedMean(),
         MinDistance(),
         TriangleCount(),

@@ -73,6 +73,10 @@ class Runner(Protocol):
         """A quantile per group (EM, inverse sensitivity, or resized to a noisy n: smooth, PTR)."""
         ...
 
+    def joint_quantiles(self, agg: AggregateIR, step: PlanStep) -> tuple[list[Output], list[PrivacyLoss]]:
+        """Several quantiles per group by recursive splitting, one output per quantile."""
+        ...
+
     def trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         """A trimmed mean per group on values resized to a noisy n."""
         ...

@@ -76,6 +76,33 @@ def additive_noise(step: PlanStep, values: NDArray[Any], *, confidence: float = 
     return result
 
 
+def joint_release(
+    step: PlanStep,
+    x: NDArray[np.float64],
+    qs: tuple[Fraction, ...],
+    bounds: tuple[float, float],
+    eps: Fraction,
+    adj: Adjacency,
+    *,
+    decimal_points: bool = False,
+) -> list[float]:
+    """Several quantiles of the values x of one group by recursive splitting (total: no record, uniform cells).
+
+    Under add/remove each split's EM runs at ε/d with Δu = max(q', 1 − q'); under replace at ε/(2d)
+    (``mechanisms.recursive_quantiles``), so a record added, removed or replaced costs ε for the group.
+    """
+    result = mech.recursive_quantiles(
+        x,
+        qs=list(qs),
+        bounds=bounds,
+        epsilon=eps,
+        adjacency=adj if adj is Adjacency.ADD_REMOVE else None,
+        decimal_points=decimal_points,
+    )
+    check_result_loss(result, PureDP(eps), step)
+    return [float(v) for v in np.asarray(result.value, dtype=np.float64)]
+
+
 def order_release(
     step: PlanStep,
     x: NDArray[np.float64],

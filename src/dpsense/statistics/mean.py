@@ -4,11 +4,12 @@ Released as a noisy centred sum S = sum(x - m), m = (L + U)/2, over a noisy coun
 m + S/N clamped to the bounds (post-processing; docs/math/global-sensitivity.md §1.5). Sensitivities:
 the centred sum C (U - L)/2 under add/remove and C (U - L) under replace, also per group; the count as
 ``count``. Under replace with a public n, ungrouped: sum / n in one step, min(C, n)(U - L)/n (§1.3).
-Mechanisms: Laplace (default), Gaussian, and ``adaptive_clip`` (the analyst's opt-in for a declared
-domain much wider than the data): approximate bounds [a, b] of the column first (``approx_bounds``'s log2
-histogram over all rows of the view, a step of its own), then the centred sum and the count of the
-values clipped to [a, b], the sum's noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5,
-"Adaptive clip"); the clipping bias is not bounded and is said so.
+Mechanisms: Laplace (default), Gaussian, and ``adaptive_clip`` (the default when the steward declared a
+typical range much narrower than the bounds, ``statistics._adaptive``; else the analyst's opt-in):
+approximate bounds [a, b] of the column first (``approx_bounds``'s log2 histogram over all rows of the
+view, a step of its own), then the centred sum and the count of the values clipped to [a, b], the sum's
+noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5, "Adaptive clip"); the clipping
+bias is not bounded and is said so.
 
 Budget: the centred sum takes 13/22 of the mean's ε and the count 9/22, the split that minimises the
 expected variance when nothing but the bounds is known (docs/math/global-sensitivity.md §1.5, "Budget
@@ -25,7 +26,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.privacy_loss import PrivacyLoss
@@ -44,9 +44,16 @@ from dpsense.query._planner_rules import (
 )
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
-from dpsense.sensitivity.bounds import Bounds
 from dpsense.sensitivity.mean import SUM_SHARE
 from dpsense.statistics import _steps
+from dpsense.statistics._adaptive import (
+    CLIP_POST_PROCESSING,
+    clip_note,
+    default_reason,
+    is_adaptive,
+    release_clip,
+)
+from dpsense.statistics._adaptive import part_choice as adaptive_part_choice
 from dpsense.statistics._base import (
     ADDITIVE,
     Facts,
@@ -55,8 +62,7 @@ from dpsense.statistics._base import (
     Statistic,
     bounds_of,
 )
-from dpsense.statistics._steps import CONFIDENCE, Output, bounded_sum, check_result_loss, mean_error
-from dpsense.statistics.approx_bounds import SUCCESS_PROBABILITY
+from dpsense.statistics._steps import CONFIDENCE, Output, accuracy_note, bounded_sum, error_bounds, mean_error
 
 #: The centred sum's ε against the count's (``Mean.budget_weight``): 13/9.
 _SUM_WEIGHT = SUM_SHARE / (1 - SUM_SHARE)
@@ -77,7 +83,7 @@ class Mean(Statistic):
 
         ``adaptive_clip``: the approximate bounds first, then the centred sum and the count.
         """
-        if _adaptive(agg):
+        if is_adaptive(agg):
             return (StepPart.CLIP, StepPart.CENTERED_SUM, StepPart.COUNT)
         if adjacency is Adjacency.REPLACE and public_n is not None and not grouped:
             return (StepPart.VALUE,)
@@ -93,18 +99,18 @@ class Mean(Statistic):
         """
         return _SUM_WEIGHT if part is StepPart.CENTERED_SUM else Fraction(1)
 
+    def default(self, agg: AggregateIR, *, mechanism_epsilon: Fraction, adjacency: Adjacency) -> Choice:
+        """Laplace; the adaptive clip when the column's declared typical range is much narrower than its bounds.
+
+        The rule and its measurement: ``statistics._adaptive`` (public facts only).
+        """
+        if is_adaptive(agg):
+            return Choice(Mechanism.ADAPTIVE_CLIP, "default", default_reason(agg))
+        return super().default(agg, mechanism_epsilon=mechanism_epsilon, adjacency=adjacency)
+
     def part_choice(self, part: StepPart, choice: Choice) -> Choice:
-        """``adaptive_clip``: the approximate bounds for the clip part, Laplace for the sum and the count."""
-        if choice.mechanism is not Mechanism.ADAPTIVE_CLIP:
-            return choice
-        if part is StepPart.CLIP:
-            return Choice(Mechanism.APPROX_BOUNDS, choice.chosen_by, "adaptive clip: the column's approximate bounds")
-        return Choice(
-            Mechanism.LAPLACE,
-            choice.chosen_by,
-            "adaptive clip: Laplace on the values clipped to the released bounds, calibrated to that clip (the "
-            "sensitivity stated here is its ceiling, for the declared bounds)",
-        )
+        """``adaptive_clip``: the approximate bounds for the clip part, Laplace for the rest (``_adaptive``)."""
+        return adaptive_part_choice(part, choice)
 
     def sensitivity(self, agg: AggregateIR, part: StepPart, facts: Facts) -> Fraction | Sqrt:
         """The centred sum, the count, or the public-n mean; the clip part: the log2 histogram of the view's rows.
@@ -132,73 +138,68 @@ class Mean(Statistic):
 
         None for ``adaptive_clip``: its clip is released first (``run`` asks for the sums then).
         """
-        if _adaptive(agg):
+        if is_adaptive(agg):
             return None
         low, high = agg.bounds[0]
         column = agg.columns[0]
+        if steps[0].part is StepPart.VALUE:  # sum / public n
+            return runner.step_rows(steps[0]), [bounded_sum(column, low, high, name=f"{agg.name}|s")]
         specs = [bounded_sum(column, low, high, name=f"{agg.name}|s"), count_present(column, f"{agg.name}|n")]
         return runner.step_rows(steps[0]), specs
 
     def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
         """The midpoint plus the noisy centred sum over the noisy count, clamped; its error bound uses that count."""
         by_part = {s.part: s for s in steps}
-        if _adaptive(agg):
+        if is_adaptive(agg):
             return _adaptive_mean(runner, agg, by_part)
         low, high = agg.bounds[0]
         rows = runner.fetched(agg, steps)
+        if StepPart.VALUE in by_part:
+            return _public_n_mean(agg, by_part[StepPart.VALUE], rows, runner.plan.public_n, low, high)
         outputs, losses = _noisy_mean(agg, by_part, rows, low, high)
         return [outputs], losses
-
-
-def _adaptive(agg: AggregateIR) -> bool:
-    return agg.mechanism == Mechanism.ADAPTIVE_CLIP.value
 
 
 def _adaptive_mean(runner: Runner, agg: AggregateIR, by_part: dict[StepPart, PlanStep]) -> Produced:
     """Approximate bounds of the view's values, then the mean of the values clipped to them (adaptive composition).
 
-    Step 1 releases [lo, hi] (powers of two, or none) from the log2 histogram of every present value of
-    the released groups (``approx_bounds``, its noise for the step's sensitivity: C rows per unit, 2C
-    under replace); the clip is [a, b] = [L, U] ∩ [lo, hi], or [L, U] when none was found or the two
-    do not overlap (post-processing of a release). Steps 2-3 are the private-n mean on [a, b]: the
-    centred sum's noise for C (b - a)/2 (C (b - a) under replace), at most the planned C (U - L)/2.
+    Step 1 releases the clip [a, b] (``_adaptive.release_clip``: its noise for the step's sensitivity,
+    C rows per unit, 2C under replace). Steps 2-3 are the private-n mean on [a, b]: the centred sum's
+    noise for C (b - a)/2 (C (b - a) under replace), at most the planned C (U - L)/2.
     """
-    clip_step = by_part[StepPart.CLIP]
-    low, high = agg.bounds[0]
-    rows = clip_step.max_rows_per_unit
-    if rows is None or clip_step.sensitivity is None:  # decided by the plan, before any data is read
-        raise InternalError(f"the clip step of {agg.name!r} has no contribution bound")
-    groups = [np.asarray(g, dtype=np.float64) for g in runner.present_values(agg, clip_step)]
-    values = np.concatenate(groups) if groups else np.zeros(0, dtype=np.float64)
-    replace = runner.plan.adjacency is Adjacency.REPLACE
-    found = mech.approx_bounds(
-        values,
-        epsilon=clip_step.loss.epsilon,
-        max_rows_per_unit=rows,
-        replace=replace,
-        success_probability=SUCCESS_PROBABILITY,
-    )
-    check_result_loss(found, clip_step.loss, clip_step)
-    a, b = low, high
-    if found.low is not None and found.high is not None:
-        a, b = max(low, Fraction(found.low)), min(high, Fraction(found.high))
-        if not a < b:
-            a, b = low, high
+    clip, found, rows = release_clip(runner, agg, by_part[StepPart.CLIP])
     total = by_part[StepPart.CENTERED_SUM]
     calibrated = replace_step(
-        total, sensitivity=centered_sensitivity_for(Bounds(a, b), adjacency=runner.plan.adjacency, rows=rows)
+        total, sensitivity=centered_sensitivity_for(clip, adjacency=runner.plan.adjacency, rows=rows)
     )
+    a, b = clip.lower, clip.upper
     specs = [bounded_sum(agg.columns[0], a, b, name=f"{agg.name}|s"), count_present(agg.columns[0], f"{agg.name}|n")]
     group_rows = runner.group_rows(total, specs)
     steps = {**by_part, StepPart.CENTERED_SUM: calibrated}
     output, losses = _noisy_mean(agg, steps, group_rows, a, b)
-    note = (
-        f"adaptive clip: approximate bounds released first (threshold {found.threshold}; "
-        f"{'found' if found.found else 'none found: the declared bounds'}), then {output.accuracy_note}; the error "
-        "bound covers the noise only: values outside the released clip add a bias that is not bounded"
-    )
-    post = [*output.post_processing, "the clip [a, b] = the declared bounds intersected with the released ones"]
+    note = clip_note(found, output.accuracy_note)
+    post = [*output.post_processing, CLIP_POST_PROCESSING]
     return [replace_step(output, accuracy_note=note, post_processing=post)], [found.loss, *losses]
+
+
+def _public_n_mean(
+    agg: AggregateIR, step: PlanStep, rows: list[Any], n: int | None, low: Fraction, high: Fraction
+) -> Produced:
+    """Sum / n with the public n of the plan, plus noise for (U - L)/n, clamped to [L, U] (one step).
+
+    The plan has this step only when n is public (``release._profile.public_units``: replace adjacency,
+    one row per unit, the whole snapshot, no missing value), so the view holds exactly n values on both
+    neighbours; the error bound is the noise's, a function of n, which is public.
+    """
+    if n is None:
+        raise InternalError(f"the one-step mean {agg.name!r} has no public n")
+    name = f"{agg.name}|s"
+    means = np.array([float(r.sums[name].value / n) for r in rows], dtype=np.float64)
+    result = _steps.additive_noise(step, means)
+    values = [min(max(float(v), float(low)), float(high)) for v in np.atleast_1d(result.value)]
+    note = f"sum / public n (n = {n}, the units every neighbour holds under replace); {accuracy_note(result)}"
+    post = [f"clamped to the public bounds [{float(low):g}, {float(high):g}]"]
+    return [Output(agg.name, values, error_bounds(result, len(values)), note, post)], [result.loss]
 
 
 def _noisy_mean(

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from contextlib import closing
 
+import pytest
+
 from dpsense.ledger import Ledger
 from tests.system.cli.support import (
     POLICY,
@@ -196,3 +198,36 @@ def test_a_spec_asks_for_approximate_bounds_and_gets_two_charged_columns(registe
     (row,) = records(json.loads(released.stdout))
     assert row["h_low"] <= 1.0 and row["h_high"] >= 16.0  # hours lie in [1, 12.7]: bins [1, 2) .. [8, 16)
     assert exact(registered.budget()["spent"]) == {"epsilon": "1/1", "delta": "0/1"}
+
+
+def test_a_typical_range_declared_with_the_cli_makes_the_mean_clip_adaptively(cli: Cli) -> None:
+    # hours in [0, 24], typical 1..3: the power-of-two cover [1, 4] is 8x narrower than the bounds (the rule's ratio)
+    source = write_csv(cli.root / "events.csv")
+    policy = write_yaml(cli.root / "policy.yaml", POLICY)
+    added = cli.steward(
+        "dataset", "add", "events", "--source", str(source), "--unit", "person_id", "--bound", "hours=0:24",
+        "--typical", "hours=1:3", "--max-rows-per-unit", "3", "--budget-epsilon", "10", "--privacy-policy", str(policy),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.stderr
+    assert "[0, 24] typical [1, 3]" in added.stdout  # the profile shows the declaration
+    mean = {"dataset": "events", "epsilon": 1, "aggregates": {"m": {"kind": "mean", "column": "hours"}}}
+    shown = cli.steward("preview", cli.spec("m", mean))
+    assert shown.exit_code == 0, shown.stderr
+    assert "approx_bounds" in shown.stdout and "adaptive clip by default" in " ".join(shown.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("typical", "message"),
+    [("hours=1", "--typical: expected COLUMN=LOWER:UPPER"), ("hours=1:30", "inside its declared bounds")],
+)
+def test_a_bad_typical_range_in_the_cli_names_the_flag_and_registers_nothing(
+    cli: Cli, typical: str, message: str
+) -> None:
+    source = write_csv(cli.root / "events.csv")
+    policy = write_yaml(cli.root / "policy.yaml", POLICY)
+    result = cli.steward(
+        "dataset", "add", "events", "--source", str(source), "--unit", "person_id", "--bound", "hours=0:24",
+        "--typical", typical, "--budget-epsilon", "10", "--privacy-policy", str(policy),
+    )  # fmt: skip
+    assert result.exit_code == 2 and message in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
+    assert cli.steward("budget", "events").exit_code != 0

@@ -14,7 +14,7 @@ import pytest
 
 from dpsense.core.privacy_loss import ApproxDP, PureDP
 from dpsense.ledger import ChargeState, Ledger, Scope
-from tests.system.service.support import Service, leaked, new_key, spec
+from tests.system.service.support import Service, leaked, new_key, planted_frame, spec
 
 
 def _spent(service: Service, scope: Scope | None = None) -> Fraction:
@@ -303,3 +303,22 @@ def _register() -> dict[str, object]:
     from tests.system.service.support import REGISTER
 
     return dict(REGISTER)
+
+
+def test_a_typical_range_is_declared_over_http_and_makes_the_mean_clip_adaptively(service: Service) -> None:
+    steward = service.api("steward")
+    frame = planted_frame(300).assign(hours=lambda f: 1 + f["hours"] / 12)  # hours in [1, 2): typical 1..2
+    frame.to_csv(service.data_dir / "typical.csv", index=False)
+    body = {**_register(), "name": "typical_hours", "source": "typical.csv", "max_groups_per_unit": {}}
+    bad = steward.post("/v1/steward/datasets", body | {"typical": {"hours": [1, 30]}})
+    assert bad.status_code == 400 and "inside its declared bounds" in bad.json()["error"]["message"]
+    added = steward.post("/v1/steward/datasets", body | {"typical": {"hours": [1, 2]}})
+    assert added.status_code == 201, added.text
+    assert added.json()["dataset"]["columns"]["hours"]["typical"] == ["1/1", "2/1"]
+    spec = {"dataset": "typical_hours", "epsilon": 1, "aggregates": {"m": {"kind": "mean", "column": "hours"}}}
+    plan = steward.post("/v1/preview", spec)
+    assert plan.status_code == 200, plan.text
+    explain = " ".join(plan.json()["explain"].split())
+    assert "approx_bounds" in explain and "adaptive clip by default" in explain
+    again = steward.post("/v1/steward/datasets", body | {"name": "other", "typical": {"hours": [1, 3]}})
+    assert again.status_code == 409 and "typical of column 'hours'" in again.json()["error"]["message"]

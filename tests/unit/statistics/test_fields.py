@@ -19,6 +19,7 @@ EXAMPLES = {
     AggregateKind.VARIANCE: {"column": "x", "mechanism": "gaussian"},
     AggregateKind.MEDIAN: {"column": "x", "mechanism": "ptr_order_statistic", "proposed_bound": "0.5"},
     AggregateKind.QUANTILE: {"column": "x", "q": 0.9},
+    AggregateKind.QUANTILES: {"column": "x", "qs": [0.25, "0.5", 0.75], "bounds": (0, 10)},
     AggregateKind.TRIMMED_MEAN: {"column": "x", "trim_fraction": "0.1", "proposed_bound": 2},
     AggregateKind.HISTOGRAM: {"column": "g", "keys": ["a", "b"]},
     AggregateKind.APPROX_BOUNDS: {"column": "x", "max_rows_per_unit": 2},
