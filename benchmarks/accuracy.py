@@ -15,9 +15,11 @@ without the ``bench-anchors`` extra):
 * dpsense: a ``dp.Session`` on a SQLite ledger in a temporary directory, the dataset registered with
   ``privacy_unit="uid"`` (one row per unit), ``bounds={"x": (L, U)}``, ``max_rows_per_unit=1``, the
   default adjacency (add/remove) and a budget large enough for every run; each release is
-  ``session.release(ds.query().agg(<alias>=dp.median("x") | dp.mean("x")), epsilon=ε, request_id=...)``
-  with a distinct alias and request id, so nothing is served from the cache. The planner chooses the
-  mechanism (its public default): the table shows the chosen mechanism(s) from the release record.
+  ``session.release(ds.query().filter("x", ">=", L - run).agg(v=dp.median("x") | dp.mean("x")), epsilon=ε)``:
+  the filter holds for every row and makes each run a new question, so nothing is served from the cache
+  (the Session answers a repeated question with its stored release, whatever its output is called). The
+  planner chooses the mechanism (its public default): the table shows the chosen mechanism(s) from the
+  release record.
   The ``count_integer_noise`` target releases ``dp.count()`` the same way.
 * OpenDP (``opendp.prelude``, ``contrib``): median = ``dp.m.make_private_quantile(vector_domain(atom_domain(
   T=float, nan=False)), symmetric_distance(), max_divergence(), candidates, alpha=0.5, scale)`` with
@@ -295,28 +297,30 @@ class DPSense:
             )
         return self._datasets[cell.name]
 
-    def release(self, cell: Cell, stat: str, eps: float, mechanism: str | None = None) -> tuple[float, str]:
+    def fresh(self, cell: Cell) -> dp.Query:
+        """A new question per run: ``x >= L - serial``, true of every row (the values lie in [L, U]).
+
+        The Session answers a repeated question with its stored release whatever the output is called,
+        so each run asks a different one; the filter keeps every row, so the release has the law of the
+        unfiltered one.
+        """
         self._serial += 1
-        alias = f"v{self._serial}"
+        return self.dataset(cell).query().filter("x", ">=", cell.low - self._serial)
+
+    def release(self, cell: Cell, stat: str, eps: float, mechanism: str | None = None) -> tuple[float, str]:
         agg = dp.median("x", mechanism=mechanism) if stat == "median" else dp.mean("x", mechanism=mechanism)
-        rel = self.session.release(
-            self.dataset(cell).query().agg(**{alias: agg}), epsilon=eps, request_id=f"anchors-{self._serial}"
-        )
+        rel = self.session.release(self.fresh(cell).agg(v=agg), epsilon=eps, request_id=f"anchors-{self._serial}")
         if rel.cached:
             raise RuntimeError("a dpsense release was served from the cache")
         steps = rel.record.parameters["plan"]["steps"]
         mechanisms = "+".join(dict.fromkeys(str(s["mechanism"]) for s in steps))
-        return float(rel.values[alias][0]), mechanisms
+        return float(rel.values["v"][0]), mechanisms
 
     def count_is_integer(self, cell: Cell, tries: int = 5) -> bool:
         outputs = []
         for _ in range(tries):
-            self._serial += 1
-            alias = f"c{self._serial}"
-            rel = self.session.release(
-                self.dataset(cell).query().agg(**{alias: dp.count()}), epsilon=1, request_id=f"anchors-{self._serial}"
-            )
-            outputs.append(rel.values[alias][0])
+            rel = self.session.release(self.fresh(cell).agg(c=dp.count()), epsilon=1, request_id=f"c-{self._serial}")
+            outputs.append(rel.values["c"][0])
         info(f"dpsense default count outputs on {cell.name} (n={cell.values.size}, ε=1): {outputs}")
         return all(isinstance(v, int) and not isinstance(v, bool) for v in outputs)
 

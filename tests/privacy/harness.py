@@ -444,6 +444,8 @@ class Outcome:
     error: str = ""
     calls: list[Call] = field(default_factory=list)
     plan: Any = None
+    #: the query's output names -> the labels the Session planned and ran them under (``query._meaning``)
+    names: dict[str, str] = field(default_factory=dict)
 
 
 def policy() -> dp.PrivacyPolicy:
@@ -486,7 +488,7 @@ def release(session: dp.Session, query: dp.Query, *, epsilon: Any, delta: Any, s
         else:
             refused_early = ""
         try:
-            session.release(query, epsilon=epsilon, delta=delta, request_id=request_id)
+            released = session.release(query, epsilon=epsilon, delta=delta, request_id=request_id)
         except ChargedFailure:
             return Outcome("failed", "ChargedFailure (a failure after data access)", cap.calls, plan)
         except DPSenseError as exc:
@@ -495,7 +497,7 @@ def release(session: dp.Session, query: dp.Query, *, epsilon: Any, delta: Any, s
             return Outcome("failed", f"{type(exc).__name__}: {exc}", cap.calls, plan)
     if refused_early:
         return Outcome("failed", f"preview refused but the release ran: {refused_early}", cap.calls, plan)
-    return Outcome("ok", "", cap.calls, plan)
+    return Outcome("ok", "", cap.calls, plan, dict(released.names))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -904,8 +906,13 @@ def check_points_and_graphs(agg: str, xs: list[Call], ys: list[Call]) -> list[st
     return problems
 
 
-def check_pair(agg: str, ox: Outcome, oy: Outcome, *, private_keys: bool = False) -> list[str]:
-    """Totality, then every captured step of ``agg`` on the pair (x, y)."""
+def check_pair(name: str, ox: Outcome, oy: Outcome, *, private_keys: bool = False) -> list[str]:
+    """Totality, then every captured step of the output ``name`` on the pair (x, y).
+
+    The Session runs each statistic under a label of its meaning (``query._meaning``): the captured
+    calls and the plan's steps carry that label, which the outcome maps from the query's name.
+    """
+    agg = ox.names.get(name, oy.names.get(name, name))
     if ox.status == "failed" or oy.status == "failed":
         return [f"{agg}: not total: x {ox.status} {ox.error!r}; y {oy.status} {oy.error!r}"]
     if ox.status == "refused" or oy.status == "refused":

@@ -29,6 +29,7 @@ from dpsense.query._aggregates import (
 )
 from dpsense.query._builder import Query
 from dpsense.query._ir import CANONICAL_VERSION, AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
+from dpsense.query._meaning import by_meaning
 from dpsense.query._mechanisms import Family, Mechanism, MechanismInfo, RecordCost
 from dpsense.query._schema import Column, ColumnKind, Schema
 from dpsense.query.planner import Plan, PlanStep, StepPart, assert_loss_equals, plan
@@ -55,6 +56,7 @@ __all__ = [
     "StepPart",
     "approx_bounds",
     "assert_loss_equals",
+    "by_meaning",
     "clipped_count",
     "count",
     "count_units",

@@ -107,6 +107,10 @@ class Query:
                 )
         return replace(self, _aggregates=(*self._aggregates, *aggregates.items()))
 
+    def output_names(self) -> tuple[str, ...]:
+        """The aggregates' output names in the order they were asked for."""
+        return tuple(name for name, _ in self._aggregates)
+
     def build(self, schema: Schema) -> QueryIR:
         """Check the query against ``schema`` and return its normalised, frozen IR."""
         if not isinstance(schema, Schema):

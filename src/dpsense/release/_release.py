@@ -72,6 +72,31 @@ class Release:
     record: StoredRelease
     cached: bool
     charged: PrivacyLoss | None
+    #: (the analyst's output name, the stored label) in the order asked (``query._meaning``); empty: as stored.
+    names: tuple[tuple[str, str], ...] = ()
+
+    def _shown(self) -> list[tuple[str, int]]:
+        """(column name shown, index of the stored column): group keys, then each asked output's columns.
+
+        A stored column belongs to the label it equals or extends by ``_`` (``<label>_error95``,
+        ``<label>_low``); it is shown under the analyst's name with the same suffix. Renaming is
+        post-processing: the values are the stored ones.
+        """
+        stored = list(self.record.value["columns"])
+        if not self.names:
+            return [(c, i) for i, c in enumerate(stored)]
+        labels = sorted({label for _, label in self.names}, key=len, reverse=True)
+        owned: dict[str, list[tuple[str, int]]] = {}
+        shown: list[tuple[str, int]] = []
+        for i, column in enumerate(stored):
+            owner = next((lab for lab in labels if column == lab or column.startswith(lab + "_")), None)
+            if owner is None:
+                shown.append((column, i))
+            else:
+                owned.setdefault(owner, []).append((column[len(owner) :], i))
+        for name, label in self.names:
+            shown.extend((name + suffix, i) for suffix, i in owned.get(label, []))
+        return shown
 
     @property
     def table(self) -> pd.DataFrame:
@@ -81,21 +106,25 @@ class Release:
         where one follows from public facts, and is empty (NaN) where none does (quantiles, smooth
         sensitivity). See ``explain()`` for how each was made.
         """
-        value = self.record.value
-        frame = pd.DataFrame(value["rows"], columns=value["columns"])
+        shown = self._shown()
+        rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
+        frame = pd.DataFrame(rows, columns=[c for c, _ in shown])
         empty = [c for c in frame.columns if c.endswith(ERROR_SUFFIX) and frame[c].isna().all()]
         return frame.drop(columns=empty)
 
     @property
     def values(self) -> dict[str, Any]:
         """The noisy values as ``{column: list}`` (group keys included)."""
-        value = self.record.value
-        return {c: [row[i] for row in value["rows"]] for i, c in enumerate(value["columns"])}
+        rows = self.record.value["rows"]
+        return {c: [row[i] for row in rows] for c, i in self._shown()}
 
     def explain(self) -> str:
         """Which mechanism, which theorem, which sensitivity, what it cost, and what was post-processed."""
         params = self.record.parameters
         lines = [params["explain"]]
+        renamed = [f"{name!r} = {label}" for name, label in self.names if name != label]
+        if renamed:
+            lines.append(f"Output names (free post-processing of the stored release): {'; '.join(renamed)}.")
         for name, note in sorted(self.record.value.get("notes", {}).items()):
             lines.append(f"Accuracy of {name!r}: {note['accuracy']}.")
             if note["post_processing"]:

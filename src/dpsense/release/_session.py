@@ -44,7 +44,7 @@ from dpsense.core.numbers import NumberLike
 from dpsense.engine import Engine
 from dpsense.ledger import Anchor, AuditReport, BudgetStatus, Ledger, ReleaseRecord, Reservation, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
-from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, plan
+from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, by_meaning, plan
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
 from dpsense.release._admission import admit
@@ -283,10 +283,16 @@ class Session:
 
     def _planned(
         self, query: Query, *, epsilon: NumberLike, delta: NumberLike, public_n: int | None
-    ) -> tuple[Dataset, QueryIR, Plan, int | None]:
-        """The dataset, the query, its plan and the public bound on collected rows (refusals before any charge)."""
+    ) -> tuple[Dataset, QueryIR, Plan, int | None, tuple[tuple[str, str], ...]]:
+        """The dataset, the query named by meaning, its plan, the public bound on collected rows and the names.
+
+        Refusals come before any charge and in the analyst's names (the query is planned and checked as
+        asked first); what runs, is cached and is stored is the query named by meaning
+        (``query._meaning``), so the analyst's output names never change the question. The names are
+        (analyst's name, label) pairs in the order asked.
+        """
         dataset = self._attached(query)
-        ir = _with_declared_rules(query, dataset).build(dataset.schema)
+        asked = _with_declared_rules(query, dataset).build(dataset.schema)
         if public_n is not None:
             raise UnsupportedRequest(
                 "a release does not take its public n from the request",
@@ -295,6 +301,16 @@ class Session:
                 "the number of units recorded at registration by itself; any other mean is a noisy sum over a "
                 "noisy count",
             )
+        self._checked_plan(dataset, asked, epsilon=epsilon, delta=delta)
+        ir, labels = by_meaning(asked, dataset.schema)
+        result, collect_rows = self._checked_plan(dataset, ir, epsilon=epsilon, delta=delta)
+        names = tuple((name, labels[name]) for name in query.output_names())
+        return dataset, ir, result, collect_rows, names
+
+    def _checked_plan(
+        self, dataset: Dataset, ir: QueryIR, *, epsilon: NumberLike, delta: NumberLike
+    ) -> tuple[Plan, int | None]:
+        """The plan of ``ir`` and its collect bound, after every check on public facts (nothing charged)."""
         result = plan(
             ir,
             epsilon=epsilon,
@@ -313,8 +329,7 @@ class Session:
             engine_key=_engine_value,
         )
         check_release_policy(dataset.profile.policy, result.requested)
-        collect_rows = self._collect_rows(dataset, result)  # refuses a bound above the engine's limit
-        return dataset, ir, result, collect_rows
+        return result, self._collect_rows(dataset, result)  # refuses a bound above the engine's limit
 
     def release(
         self,
@@ -344,9 +359,12 @@ class Session:
                 "deterministic_entropy active",
                 "leave the deterministic_entropy() block, or open a test session with allow_test_noise=True",
             )
-        dataset, ir, the_plan, collect_rows = self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)
+        dataset, ir, the_plan, collect_rows, names = self._planned(
+            query, epsilon=epsilon, delta=delta, public_n=public_n
+        )
         requested = the_plan.requested
-        stages = release_stages([a.name for a in ir.aggregates])
+        shown = {label: name for name, label in reversed(names)}  # a statistic's stage shows its first asked name
+        stages = release_stages([shown.get(a.name, a.name) for a in ir.aggregates])
         progress(stages[0], 0, len(stages))
         reservation = self._ledger.reserve(
             dataset=dataset.name,
@@ -358,7 +376,7 @@ class Session:
         )
         if reservation.stored is not None:
             progress("the stored release (no new charge)", len(stages), len(stages))
-            return Release(reservation.stored, cached=True, charged=None)
+            return Release(reservation.stored, cached=True, charged=None, names=names)
         data_accessed = False
         try:
             assert_loss_equals(the_plan, reservation.loss)
@@ -401,8 +419,8 @@ class Session:
             raise
         progress("released", len(stages), len(stages))
         if not outcome.charged:  # another completion of this charge stored its value first: answer that one
-            return Release(outcome.stored, cached=True, charged=None)
-        return Release(outcome.stored, cached=False, charged=requested)
+            return Release(outcome.stored, cached=True, charged=None, names=names)
+        return Release(outcome.stored, cached=False, charged=requested, names=names)
 
     def sql(
         self,

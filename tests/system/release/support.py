@@ -16,6 +16,17 @@ def policy(**changes: object) -> dp.PrivacyPolicy:
     return factories.policy(**changes)
 
 
+def fresh(query: dp.Query, column: str, run: int) -> dp.Query:
+    """``query`` filtered on ``column >= -1 - run``, true of every row of a column bounded below by 0.
+
+    The Session answers a repeated question with its stored release, whatever the output names; a
+    statistical test that needs ``run`` independent draws asks ``run`` different questions this way
+    (each charged, each with its own noise), and the filter keeps every row, so each draw has the law of
+    the unfiltered release.
+    """
+    return query.filter(column, ">=", -1 - run)
+
+
 def planted(persons: int = 600, rows_per_person: int = 3) -> pd.DataFrame:
     """A deterministic dataset: persons in 4 regions, ``rows_per_person`` events each, hours and age."""
     person = np.repeat(np.arange(persons), rows_per_person)

@@ -19,7 +19,7 @@ from dpsense.core import PureDP
 from dpsense.noise.testing import deterministic_entropy
 from dpsense.query import AggregateKind
 from dpsense.statistics import aggregate_from_fields
-from tests.system.release.support import REGIONS, policy, register
+from tests.system.release.support import REGIONS, fresh, policy, register
 
 
 @pytest.fixture
@@ -64,14 +64,16 @@ def test_a_wide_domain_mean_is_far_closer_with_the_clip_and_charged_once(steward
     with deterministic_entropy(5):
         for i in range(20):
             for mechanism in errors:
-                query = events.query().agg(**{f"m{i}": dp.mean("latency", mechanism=mechanism)})  # a new question
+                query = fresh(events.query(), "latency", i).agg(m=dp.mean("latency", mechanism=mechanism))
                 release = steward.release(query, epsilon=1, request_id=f"{mechanism}-{i}")
-                errors[mechanism].append(abs(release.values[f"m{i}"][0] - truth))
+                errors[mechanism].append(abs(release.values["m"][0] - truth))
     # the Laplace mean's noise is (10^6/2)/(ε n) ~ 200 ms and it clamps at an edge; the clip [128, 512] cuts it ~2 600x
     assert np.median(errors["adaptive_clip"]) < 1.0 < 50.0 < np.median(errors["laplace"])
     with deterministic_entropy(6):  # the same question again (test noise, as above): the stored release
         adaptive = steward.release(
-            events.query().agg(m0=dp.mean("latency", mechanism="adaptive_clip")), epsilon=1, request_id="again"
+            fresh(events.query(), "latency", 0).agg(again=dp.mean("latency", mechanism="adaptive_clip")),
+            epsilon=1,
+            request_id="again",
         )
     assert adaptive.cached and adaptive.charged is None  # nothing charged again
     text = adaptive.explain()

@@ -35,7 +35,7 @@ def test_the_clipped_rows_are_counted_beside_the_mean(steward: dp.Session) -> No
         assert abs(table.loc[region, "clipped"] - truth) <= table.loc[region, "clipped_error95"] * 3
     assert release.charged == PureDP(2)
     plan = steward.preview(query, epsilon=2)
-    (step,) = [s for s in plan.steps if s.output == "clipped"]
+    (step,) = [s for s in plan.steps if s.output == "clipped_count(hours)"]  # the plan names it by meaning
     assert (step.mechanism, step.sensitivity) == ("laplace", 1)  # one row per unit
 
 

@@ -20,7 +20,7 @@ from dpsense.core import PureDP
 from dpsense.noise.testing import deterministic_entropy
 from dpsense.sensitivity import Bounds
 from dpsense.statistics._adaptive import ADAPTIVE_WIDTH_RATIO, adaptive_by_default, predicted_clip
-from tests.system.release.support import REGIONS, policy, register
+from tests.system.release.support import REGIONS, fresh, policy, register
 
 BOUNDS = {"latency": (0, 10**6), "age": (0, 120)}
 
@@ -54,11 +54,11 @@ def test_a_declared_typical_range_makes_the_clip_the_default_mean_and_sum(stewar
     plan = steward.preview(events.query().agg(m=dp.mean("latency"), s=dp.sum("latency")), epsilon=1)
     by = [(s.output, s.part.value, s.mechanism.value, s.chosen_by) for s in plan.steps]
     assert by == [
-        ("m", "clip", "approx_bounds", "default"),
-        ("m", "centered_sum", "laplace", "default"),
-        ("m", "count", "laplace", "default"),
-        ("s", "clip", "approx_bounds", "default"),
-        ("s", "value", "laplace", "default"),
+        ("mean(latency)", "clip", "approx_bounds", "default"),  # the plan names a statistic by its meaning
+        ("mean(latency)", "centered_sum", "laplace", "default"),
+        ("mean(latency)", "count", "laplace", "default"),
+        ("sum(latency)", "clip", "approx_bounds", "default"),
+        ("sum(latency)", "value", "laplace", "default"),
     ]
     # the mean's 3 shares split 9:13:9, the sum's 2 shares evenly: 5 even shares of 1/5 in all
     assert [s.loss for s in plan.steps] == [PureDP(Fraction(3, 5) * w / 31) for w in (9, 13, 9)] + [
@@ -82,17 +82,15 @@ def test_the_default_clip_releases_a_far_closer_mean_and_sum(steward: dp.Session
     with deterministic_entropy(3):
         for i in range(15):
             for name, ds in (("declared", declared), ("plain", plain)):
-                query = ds.query().agg(**{f"m{i}": dp.mean("latency"), f"s{i}": dp.sum("latency")})
+                query = fresh(ds.query(), "latency", i).agg(m=dp.mean("latency"), s=dp.sum("latency"))
                 release = steward.release(query, epsilon=1, request_id=f"{name}-{i}")
-                errors[name].append(
-                    (abs(release.values[f"m{i}"][0] - truth_mean), abs(release.values[f"s{i}"][0] - truth_sum))
-                )
+                errors[name].append((abs(release.values["m"][0] - truth_mean), abs(release.values["s"][0] - truth_sum)))
     declared_err = np.median(np.array(errors["declared"]), axis=0)
     plain_err = np.median(np.array(errors["plain"]), axis=0)
     # Laplace on [0, 10^6]: mean noise ~ 10^6/(ε n) clamps at an edge, sum noise ~ 5 x 10^6; the clip [128, 512]
     assert declared_err[0] < 1.0 < 50.0 < plain_err[0]
     assert declared_err[1] * 100 < plain_err[1]
-    release = steward.release(declared.query().agg(s0=dp.sum("latency")), epsilon=1, request_id="explain")
+    release = steward.release(declared.query().agg(total=dp.sum("latency")), epsilon=1, request_id="explain")
     assert "adaptive clip: approximate bounds released first" in release.explain()
 
 
