@@ -20,6 +20,7 @@ from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
 from dpsense.query._mechanisms import Family, mechanism_named
 from dpsense.query._schema import Bounds, Column, ColumnKind, Schema
+from dpsense.query._typos import check_filter_bounds, check_keys, check_override
 from dpsense.query._values import PublicValue, Value, normalise, normalise_set, positive_int, sort_key, tagged
 
 _FILTERABLE = frozenset({ColumnKind.NUMERIC, ColumnKind.INTEGER, ColumnKind.CATEGORICAL})
@@ -142,10 +143,15 @@ def _resolve_filter(spec: _Filter, schema: Schema) -> FilterIR:
     what = f"filter value for {column.name!r}"
     if isinstance(spec.value, tuple):
         values = normalise_set(spec.value, numeric=numeric, what=what)
-        if len(values) == 1:  # `x in [v]` is `x == v`
-            return FilterIR(column.name, FilterOp.EQ, values[0])
-        return FilterIR(column.name, FilterOp.IN, values)
-    return FilterIR(column.name, spec.op, normalise(spec.value, numeric=numeric, what=what))
+        resolved = FilterIR(column.name, FilterOp.EQ, values[0]) if len(values) == 1 else None  # `x in [v]` is `x == v`
+        resolved = resolved or FilterIR(column.name, FilterOp.IN, values)
+    else:
+        resolved = FilterIR(column.name, spec.op, normalise(spec.value, numeric=numeric, what=what))
+    literals = resolved.value if isinstance(resolved.value, tuple) else (resolved.value,)
+    if resolved.op not in _ORDERING:  # ==, != and in name keys; an ordering compares against the bounds
+        check_keys(column, literals, what="the filter value")
+    check_filter_bounds(column, resolved.op, resolved.value)
+    return resolved
 
 
 def _resolve_groups(specs: tuple[_GroupBy, ...], schema: Schema) -> tuple[GroupByIR, ...]:
@@ -167,7 +173,9 @@ def _resolve_groups(specs: tuple[_GroupBy, ...], schema: Schema) -> tuple[GroupB
 def _keys(keys: tuple[PublicValue, ...] | None, column: Column) -> tuple[Value, ...] | None:
     if keys is None:
         return column.keys  # the declared public keys, or None: private partition selection
-    return normalise_set(keys, numeric=column.kind.is_numeric, what=f"keys of {column.name!r}")
+    given = normalise_set(keys, numeric=column.kind.is_numeric, what=f"keys of {column.name!r}")
+    check_keys(column, given, what="the group key")
+    return given
 
 
 def _vertex_set(columns: tuple[Column, ...]) -> tuple[Value, ...] | None:
@@ -282,6 +290,8 @@ def _require_kind(
 def _bounds(name: str, kind: AggregateKind, columns: tuple[Column, ...], override: Bounds | None) -> tuple[Bounds, ...]:
     out = []
     for column in columns:
+        if override is not None:
+            check_override(name, column, override)
         effective = override if override is not None else column.bounds
         if effective is None:
             raise InvalidBounds(

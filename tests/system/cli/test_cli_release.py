@@ -232,3 +232,11 @@ def test_a_bad_typical_range_in_the_cli_names_the_flag_and_registers_nothing(
     )  # fmt: skip
     assert result.exit_code == 2 and message in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
     assert cli.steward("budget", "events").exit_code != 0
+
+
+def test_a_key_typo_in_a_spec_is_refused_with_the_closest_key_and_no_charge(registered: Cli) -> None:
+    before = registered.ledger_state()
+    typo = {"dataset": "events", "epsilon": 1, "filters": [{"column": "region", "op": "==", "value": "norht"}]}
+    result = registered("release", registered.spec("typo", typo | {"aggregates": {"n": {"kind": "count"}}}))
+    assert result.exit_code == 2 and "did you mean 'north'?" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr and registered.ledger_state() == before

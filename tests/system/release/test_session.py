@@ -212,6 +212,7 @@ def test_min_distance_on_an_empty_view_is_released_not_a_failure(steward: dp.Ses
         adjacency="add_remove",
         kinds={"hours": "point", "age": "point"},
         bounds={"hours": (0, 24), "age": (0, 24)},
+        keys={"region": [*REGIONS, "nowhere"]},  # a declared key no row has
     )
     extra = {"proposed_bound": 0.01} if mechanism.startswith("ptr") else {}
     gap = dp.min_distance(["hours", "age"], mechanism=mechanism, **extra)

@@ -322,3 +322,13 @@ def test_a_typical_range_is_declared_over_http_and_makes_the_mean_clip_adaptivel
     assert "approx_bounds" in explain and "adaptive clip by default" in explain
     again = steward.post("/v1/steward/datasets", body | {"name": "other", "typical": {"hours": [1, 3]}})
     assert again.status_code == 409 and "typical of column 'hours'" in again.json()["error"]["message"]
+
+
+def test_a_group_key_typo_over_http_is_a_400_with_the_closest_key(service: Service) -> None:
+    before = _spent(service)
+    body = spec(0.5) | {"group_by": {"column": "region", "keys": ["north", "sout"]}}
+    response = service.api("dave").release(body)
+    assert response.status_code == 400 and "did you mean 'south'?" in response.json()["error"]["message"] + str(
+        response.json()["error"].get("fix", "")
+    )
+    assert _spent(service) == before

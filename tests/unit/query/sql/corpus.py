@@ -114,7 +114,7 @@ NEAR_MISSES: list[tuple[str, str]] = [
     ("SELECT AVG(hours) FROM events", "SELECT AVG(hours), COUNT(*) FROM events"),
     (C + " WHERE age BETWEEN 20 AND 40", C + " WHERE age > 20 AND age < 40"),
     (C + " WHERE age > 3 AND age < 10", C + " WHERE age > 3"),
-    (C + " WHERE region = 'n'", C + " WHERE region = 'N'"),
+    (C + " WHERE region = 'e'", C + " WHERE region = 'w'"),  # ('N' for 'n' is no declared key: a typo, refused)
     (C + " WHERE hours > 1.5", C + " WHERE hours > 1.50001"),
     (C, "SELECT COUNT(*) FROM events2"),
     (C + " WHERE NOT (age < 30)", C + " WHERE age < 30"),
