@@ -286,10 +286,10 @@ class Session:
     ) -> tuple[Dataset, QueryIR, Plan, int | None, tuple[tuple[str, str], ...]]:
         """The dataset, the query named by meaning, its plan, the public bound on collected rows and the names.
 
-        Refusals come before any charge and in the analyst's names (a refused plan is checked again as asked,
-        which raises the same refusal in those names; an admitted one is planned once); what runs, is cached and
-        is stored is the query named by meaning (``query._meaning``), so the analyst's output names never change
-        the question. The names are (analyst's name, label) pairs in the order asked.
+        Refusals come before any charge and in the analyst's names (the query is planned and checked as
+        asked first); what runs, is cached and is stored is the query named by meaning
+        (``query._meaning``), so the analyst's output names never change the question. The names are
+        (analyst's name, label) pairs in the order asked.
         """
         dataset = self._attached(query)
         asked = _with_declared_rules(query, dataset).build(dataset.schema)
@@ -301,12 +301,9 @@ class Session:
                 "the number of units recorded at registration by itself; any other mean is a noisy sum over a "
                 "noisy count",
             )
+        self._checked_plan(dataset, asked, epsilon=epsilon, delta=delta)
         ir, labels = by_meaning(asked, dataset.schema)
-        try:
-            result, collect_rows = self._checked_plan(dataset, ir, epsilon=epsilon, delta=delta)
-        except DPSenseError:
-            self._checked_plan(dataset, asked, epsilon=epsilon, delta=delta)  # the refusal in the analyst's names
-            raise
+        result, collect_rows = self._checked_plan(dataset, ir, epsilon=epsilon, delta=delta)
         names = tuple((name, labels[name]) for name in query.output_names())
         return dataset, ir, result, collect_rows, names
 
