@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -38,3 +39,20 @@ def label(rows: int) -> str:
 def peak_rss_mib() -> float:
     """This process's peak resident memory so far."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def best_of(repeats: int, *runs: Callable[[], object]) -> list[float]:
+    """The best time of each run over ``repeats`` rounds, after one warm-up round.
+
+    The runs alternate within a round, so that a load change on the machine hits a measurement and
+    its baseline alike and the ratio stays fair.
+    """
+    for run in runs:
+        run()
+    best = [float("inf")] * len(runs)
+    for _ in range(repeats):
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            run()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best

@@ -49,7 +49,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dpsense as dp
-from _timing import TimedEngine, label, peak_rss_mib
+from _timing import TimedEngine, best_of, label, peak_rss_mib
 from dpsense.engine import DuckDBEngine, clipped_sum, count_rows
 from dpsense.noise.entropy import random_bytes
 
@@ -82,23 +82,6 @@ def make_events(con: duckdb.DuckDBPyConnection, rows: int, units: int) -> None:
         "CAST(hash(range, 'value') % 1000000 AS DOUBLE) / 10000.0 AS x FROM range($rows)",
         {"units": units, "groups": GROUPS, "rows": rows},
     )
-
-
-def best_of(repeats: int, *runs: Callable[[], object]) -> list[float]:
-    """The best time of each run over ``repeats`` rounds, after one warm-up round.
-
-    The runs alternate within a round, so that a load change on the machine hits the release and
-    its baseline alike and the ratio stays fair.
-    """
-    for run in runs:
-        run()
-    best = [float("inf")] * len(runs)
-    for _ in range(repeats):
-        for i, run in enumerate(runs):
-            start = time.perf_counter()
-            run()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
 
 
 def index_if_needed(engine: DuckDBEngine, table: str, unit: str) -> None:

@@ -346,3 +346,53 @@ def test_aggregates_on_an_indexed_bound_match_the_kept_rows(engine: Engine) -> N
         clipped = np.clip(kept["hours"][mask], 0, 24)
         assert row.sums["sum_hours"].units == int(np.sum(np.round(clipped * 1024).astype(np.int64)))
     assert engine.data_quality("t", ["hours"]) == {"hours": ColumnQuality(0, 0, 0)}
+
+
+def test_a_filtered_bound_on_an_indexed_table_keeps_min_c_passing_rows_of_every_unit(engine: Engine) -> None:
+    """Small units (n_u <= C) keep every passing row with no window; large ones a C-subset of theirs.
+
+    The sums of the declared clip ride along as stored grid units on the DuckDB rules: the aggregate
+    must equal clipping and rounding the kept rows again.
+    """
+    df = sized_units({1: 15, 2: 15, 3: 15, 6: 15, 11: 15})
+    df["hours"] = (df["label"] * 3.37 + df["person"] * 0.5) % 30 - 2
+    df["kind"] = ["a", "b", "a", "c"] * (len(df) // 4) + ["a", "b", "a", "c"][: len(df) % 4]
+    engine.register("t", df)
+    spec = clipped_sum("hours", low=0, high=24, grid_exponent=-10)
+    engine.index_units("t", unit_column="person", key=KEY, sums=[spec])
+    where = [predicate("kind", "in", ["a", "c"]), predicate("hours", ">=", 1.5)]
+    passing = df[df["kind"].isin(["a", "c"]) & (df["hours"] >= 1.5)]
+    expected = {p: min(3, k) for p, k in Counter(passing["person"].tolist()).items()}
+    for _ in range(3 if isinstance(engine, DuckDBEngine) else 1):  # Spark: one salt (each pass takes seconds)
+        view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=3, salt=random_bytes(32), where=where)
+        kept = engine.collect(view, columns=["person", "label", "hours"])
+        assert Counter(kept["person"].tolist()) == expected
+        small = passing[passing["size"] <= 3]
+        got_small = set(zip(kept["person"].tolist(), kept["label"].tolist(), strict=True))
+        assert set(zip(small["person"].tolist(), small["label"].tolist(), strict=True)) <= got_small
+        rows = engine.group_aggregates(view, group_column=None, keys=None, aggregates=[count_rows(), spec])
+        clipped = np.clip(kept["hours"], 0, 24)
+        assert rows[0].counts["count_rows"] == len(kept["person"])
+        assert rows[0].sums["sum_hours"].units == int(np.sum(np.round(clipped * 1024).astype(np.int64)))
+        engine.drop(view)
+
+
+def test_a_filtered_bound_on_an_indexed_table_draws_uniform_subsets_of_the_large_units() -> None:
+    """Each passing row of a unit with more rows than C stays with probability C / k across salts.
+
+    On DuckDB's own rules, the only ones with the split selection (``_index_query.filtered_query``);
+    the portable rules and Spark window every unit, as the tests of the windowed bound check.
+    """
+    engine = DuckDBEngine()
+    df = sized_units({10: 1})
+    engine.register("t", df)
+    engine.index_units("t", unit_column="person", key=KEY)
+    where = [predicate("label", "<", 8)]  # 8 of the unit's 10 rows pass; C = 2 of them stay
+    trials = 400
+    kept: Counter[int] = Counter()
+    for _ in range(trials):
+        view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=2, salt=random_bytes(32), where=where)
+        kept.update(engine.collect(view, columns=["label"])["label"].tolist())
+        engine.drop(view)
+    assert set(kept) <= set(range(8))
+    assert stats.chisquare([kept[i] for i in range(8)]).pvalue > P_THRESHOLD

@@ -30,7 +30,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import log_ndtr
 
 from dpsense.accounting._checks import (
     epsilon_query,
@@ -147,6 +146,8 @@ def _bw_delta(eps: float, ratio: float) -> float:
     """Balle-Wang δ(ε) with ratio = σ/Δ."""
     half = 0.5 / ratio
     shift = eps * ratio
+    from scipy.special import log_ndtr  # imported when first used (the ledger imports this module)
+
     log_u = float(log_ndtr(half - shift))
     log_v = float(log_ndtr(-half - shift))
     exponent = eps + log_v - log_u

@@ -116,8 +116,9 @@ class RegistrationConflict(UsageError):
             f"this data is already registered as dataset {dataset!r} (snapshot {snapshot!r}) with other "
             "declarations; registering the same data again links to that registration and keeps its declarations",
             differences,
-            "register with the same declarations to link to it, or leave this data registered as it is "
-            "(change a budget with set_budget); declarations are never changed by registering the data again",
+            "register with the same declarations to link to it, or amend the registered ones "
+            "(Session.amend_dataset; in the CLI: dpsense dataset amend), which records them as a new version of "
+            "the snapshot on the same budget; registering the data again never changes a declaration",
         )
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from dpsense.engine._checks import predicates as check_predicates
 from dpsense.engine._errors import CollectLimitExceeded, UnknownColumn, UnknownTable
-from dpsense.engine._protocol import Engine, ReleaseEngine, StewardEngine
+from dpsense.engine._protocol import Engine, ReleaseEngine, SnapshotFiles, StewardEngine
 from dpsense.engine._types import (
     Aggregate,
     BoundedView,
@@ -83,6 +83,7 @@ __all__ = [
     "Predicate",
     "ReleaseEngine",
     "SharedTable",
+    "SnapshotFiles",
     "SparkEngine",
     "StewardEngine",
     "TableInfo",

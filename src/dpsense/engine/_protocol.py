@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
@@ -242,6 +243,36 @@ class ReleaseEngine(Protocol):
 
     def close(self) -> None:
         """Drop every temporary relation and registered copy; release the engine's resources."""
+        ...
+
+
+@runtime_checkable
+class SnapshotFiles(Protocol):
+    """An engine that keeps a prepared snapshot in a file and attaches it again without its source.
+
+    ``save_snapshot`` writes the registered, policy-applied and indexed snapshot ``table`` (its hidden
+    index and stored grid-unit columns included) to a new file at ``path``, complete when the call
+    returns. ``load_snapshot`` registers that file read-only as ``name``, indexed on ``unit_column``
+    with the stored sums of ``sums``, after checking that its columns are exactly ``info``'s and the
+    index's (``InvalidData`` otherwise: the caller attaches from the source instead). Neither reads
+    a row: what makes the file the registered snapshot is the caller's keyed checksum
+    (``dpsense.release._store``). ``stores_snapshots`` is False where the engine cannot (e.g. a
+    portable or shared DuckDB engine), and then neither method may be called.
+    """
+
+    @property
+    def stores_snapshots(self) -> bool:
+        """True when ``save_snapshot`` and ``load_snapshot`` work on this engine."""
+        ...
+
+    def save_snapshot(self, table: str, path: Path) -> None:
+        """Write the indexed snapshot ``table`` to a new file at ``path`` (which must not exist)."""
+        ...
+
+    def load_snapshot(
+        self, name: str, path: Path, *, info: TableInfo, unit_column: str, sums: Sequence[ClippedSum] = ()
+    ) -> None:
+        """Register the snapshot file at ``path`` as ``name``, read-only, indexed on ``unit_column``."""
         ...
 
 

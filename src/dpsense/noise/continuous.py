@@ -16,7 +16,6 @@ from fractions import Fraction
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import special
 
 from dpsense.core.checks import integral_in
 from dpsense.core.errors import UsageError
@@ -78,6 +77,8 @@ def uniform_open(n: int) -> F64:
 
 def standard_normal(n: int) -> F64:
     """``n`` draws of N(0, 1) by the inverse CDF ``ndtri`` of a 53-bit uniform (tails cut at ~8.2)."""
+    from scipy import special  # imported when first used: scipy costs a CLI's start half a second
+
     return np.asarray(special.ndtri(uniform_open(n)), dtype=np.float64)
 
 
@@ -142,6 +143,8 @@ def _beta_odds(a: float, b: float, u: F64) -> F64:
     For u <= 1/2, W = betaincinv(a, b, u) (small W is accurate) and 1 - W is formed directly;
     for u > 1/2, V = 1 - W = betaincinv(b, a, 1 - u) (1 - u is exact for u on the 2**-53 grid).
     """
+    from scipy import special
+
     lower = u <= 0.5
     w = np.empty_like(u)
     v = np.empty_like(u)

@@ -13,17 +13,19 @@ nothing about the content and is never shown to analysts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import DPSenseError, InvalidData, InvalidPrivacyParameter, RegistrationConflict, UsageError
 from dpsense.core.privacy_loss import ApproxDP, PureDP
-from dpsense.engine import ClippedSum, StewardEngine
+from dpsense.engine import ClippedSum, StewardEngine, TableInfo
 from dpsense.ledger import Ledger
 from dpsense.noise.entropy import random_bytes
 from dpsense.query import Query, Schema
@@ -31,6 +33,7 @@ from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
 from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
 from dpsense.release._progress import REGISTRATION_STAGES, Progress, no_progress
+from dpsense.release._store import SnapshotStore
 from dpsense.statistics._steps import bounded_sum
 
 
@@ -39,7 +42,8 @@ class Dataset:
     """A registered dataset snapshot attached to a Session: its public profile and schema.
 
     ``linked`` is True when the data matched an already registered snapshot (by keyed fingerprint) and
-    the registration linked to that dataset's budget instead of opening a new one.
+    the registration linked to that dataset's budget instead of opening a new one. ``amended`` lists,
+    for a version made by ``amend``, each declaration it changed (as registered and as given).
     """
 
     name: str
@@ -47,6 +51,7 @@ class Dataset:
     profile: Profile
     table: str
     linked: bool = False
+    amended: tuple[str, ...] = ()
 
     @cached_property
     def schema(self) -> Schema:
@@ -84,8 +89,13 @@ def register(
     budget: PureDP | ApproxDP,
     policy: PrivacyPolicy,
     progress: Progress = no_progress,
+    store: SnapshotStore | None = None,
 ) -> Dataset:
-    """Register ``source`` as snapshot ``snapshot`` of ``name`` (see the module docstring)."""
+    """Register ``source`` as snapshot ``snapshot`` of ``name`` (see the module docstring).
+
+    With a ``store`` the prepared snapshot is also written there (``_store``) before the ledger
+    records it, so later sessions attach it without reading the source again.
+    """
     if name in ledger.dataset_names():  # before the data is read
         check_kept_budget(ledger, name, policy)
     staging = f"{name}@{snapshot}"
@@ -93,46 +103,13 @@ def register(
     progress(REGISTRATION_STAGES[0], 0, total)
     info = engine.register(staging, source)
     try:
-        profile = build_profile(
-            info,
-            unit=declaration.privacy_unit,
-            adjacency=declaration.adjacency,
-            bounds=declaration.bounds,
-            keys=declaration.keys,
-            kinds=declaration.kinds,
-            policies=declaration.policies,
-            max_rows_per_unit=declaration.max_rows_per_unit,
-            max_groups_per_unit=declaration.max_groups_per_unit,
-            typical=declaration.typical,
+        profile, fingerprint = _checked(
+            ledger, engine, staging, info, declaration, policy, _budget_json(budget), _source_path(source), progress
         )
-        profile = Profile(
-            profile.unit,
-            profile.adjacency,
-            profile.columns,
-            profile.max_rows_per_unit,
-            profile.unit_policy,
-            policy.to_json(),
-            _source_path(source),
-            _budget_json(budget),
-            profile.max_groups_per_unit,
-        )
-        progress(REGISTRATION_STAGES[1], 1, total)
-        check_quality(profile, engine.data_quality(staging, checked_columns(profile)))
-        check_population(engine, staging, unit=declaration.privacy_unit, population=policy.population)
-        progress(REGISTRATION_STAGES[2], 2, total)
-        fingerprint = engine.fingerprint(staging, ledger.fingerprint_key())
-        progress(REGISTRATION_STAGES[3], 3, total)
-        linked_to = ledger.dataset_for_fingerprint(fingerprint)
-        if linked_to is not None:
-            existing, existing_snapshot = linked_to
-            stored = ledger.profile(existing, existing_snapshot) if existing_snapshot else None
-            if stored is not None:
-                registered = Profile.from_json(stored.profile)
-                check_same_declarations(existing, stored.snapshot, registered, profile)
-                linked = Dataset(existing, stored.snapshot, registered, staging, linked=True)
-                prepare(engine, staging, linked.profile)
-                progress("linked to the registered snapshot", total, total)
-                return linked
+        linked = _linked(ledger, engine, staging, fingerprint, profile)
+        if linked is not None:
+            progress("linked to the registered snapshot", total, total)
+            return linked
         known = name in ledger.dataset_names()
         if known and snapshot in ledger.snapshots(name):
             raise UsageError(
@@ -140,8 +117,7 @@ def register(
                 snapshot,
                 "name the new snapshot, e.g. snapshot='2026-12'",
             )
-        prepare(engine, staging, profile)  # before any ledger write: a refusal here writes nothing
-        profile = with_public_units(engine, staging, profile)
+        profile = _prepared(ledger, engine, staging, info, profile, name, snapshot, fingerprint, store, progress)
         if not known:
             ledger.register_dataset(name, budget=budget, fingerprint=fingerprint)
         ledger.save_profile(name, snapshot=snapshot, fingerprint=fingerprint, profile=profile.to_json())
@@ -150,6 +126,223 @@ def register(
     except BaseException:
         engine.forget(staging)
         raise
+
+
+@dataclass(frozen=True)
+class Amendment:
+    """What a steward changes in a registered dataset's declarations (``Session.amend_dataset``).
+
+    Per-column maps replace that column's declaration (``None`` removes it: a column's bounds, keys,
+    typical range or group cap); columns not named keep theirs. ``max_rows_per_unit`` and ``policy``
+    replace the registered ones when given. The privacy unit, the adjacency and the budget are not
+    declarations an amendment may change: the budget already spent was accounted under them.
+    """
+
+    bounds: Mapping[str, tuple[PublicValue, PublicValue] | None] = field(default_factory=dict)
+    keys: Mapping[str, Iterable[PublicValue] | None] = field(default_factory=dict)
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    policies: Mapping[str, str] = field(default_factory=dict)
+    typical: Mapping[str, tuple[PublicValue, PublicValue] | None] = field(default_factory=dict)
+    max_rows_per_unit: int | None = None
+    max_groups_per_unit: Mapping[str, int | None] = field(default_factory=dict)
+    policy: PrivacyPolicy | None = None
+
+    def applied_to(self, profile: Profile) -> Declaration:
+        """The declaration of ``profile`` with this amendment's changes."""
+
+        def merged(current: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+            out = dict(current)
+            for column, value in changes.items():
+                if value is None:
+                    out.pop(column, None)
+                else:
+                    out[column] = value
+            return out
+
+        columns = profile.columns
+        policies = {n: c.policy for n, c in columns.items()}
+        policies[profile.unit] = profile.unit_policy
+        return Declaration(
+            privacy_unit=profile.unit,
+            adjacency=profile.adjacency,
+            bounds=merged({n: c.bounds for n, c in columns.items() if c.bounds is not None}, self.bounds),
+            keys=merged({n: c.keys for n, c in columns.items() if c.keys is not None}, self.keys),
+            kinds=merged({n: c.kind.value for n, c in columns.items()}, self.kinds),
+            policies=merged(policies, self.policies),
+            max_rows_per_unit=profile.max_rows_per_unit if self.max_rows_per_unit is None else self.max_rows_per_unit,
+            max_groups_per_unit=merged(profile.max_groups_per_unit, self.max_groups_per_unit),
+            typical=merged({n: c.typical for n, c in columns.items() if c.typical is not None}, self.typical),
+        )
+
+
+def amend(
+    ledger: Ledger,
+    engine: StewardEngine,
+    name: str,
+    amendment: Amendment,
+    *,
+    source: object | None = None,
+    snapshot: str | None = None,
+    progress: Progress = no_progress,
+    store: SnapshotStore | None = None,
+) -> Dataset:
+    """Record amended declarations of ``name``'s newest snapshot as a new snapshot version of it.
+
+    The data is the registered snapshot's (its source is read again and must have the registered
+    keyed fingerprint: changed data is a new snapshot, ``register``); the checks and data policies
+    run again under the amended declarations, so an amendment that the data breaks (narrower bounds
+    under ``refuse``) is refused like a registration, before anything is written. The budget stays
+    the dataset's: every version charges it. Earlier releases keep the profile they were made under
+    (their records hold it); new releases use the new version, and a question asked again under it
+    is a new question (the cache key holds the version's declarations). ``Dataset.amended`` lists
+    what changed, as before and after.
+    """
+    current = ledger.profile(name)
+    registered = Profile.from_json(current.profile)
+    declaration = amendment.applied_to(registered)
+    policy = amendment.policy if amendment.policy is not None else PrivacyPolicy.from_json(registered.policy or {})
+    check_kept_budget(ledger, name, policy)
+    chosen = _source_of(name, registered, source, "pass source= (the same data) to amend_dataset")
+    versions = ledger.snapshots(name)
+    new_snapshot = snapshot if snapshot is not None else next_version(current.snapshot, versions)
+    if new_snapshot in versions:
+        raise UsageError(
+            "this dataset already has a snapshot of that name", new_snapshot, "name the amended version another way"
+        )
+    staging = f"{name}@{new_snapshot}"
+    total = len(REGISTRATION_STAGES)
+    progress(REGISTRATION_STAGES[0], 0, total)
+    info = engine.register(staging, chosen)
+    try:
+        profile, fingerprint = _checked(
+            ledger, engine, staging, info, declaration, policy, registered.budget, _source_path(chosen), progress
+        )
+        if fingerprint != current.fingerprint:
+            raise UsageError(
+                "the source is not the registered snapshot (its keyed fingerprint differs): an amendment changes "
+                "declarations, not data",
+                current.snapshot,
+                "register the changed data as a new snapshot: register_dataset(..., snapshot='<new name>')",
+            )
+        changed = declaration_differences(registered, profile)
+        if not changed:
+            raise UsageError(
+                "the amendment changes no declaration", name, "name the bounds, keys, caps or policy to change"
+            )
+        profile = _prepared(ledger, engine, staging, info, profile, name, new_snapshot, fingerprint, store, progress)
+        ledger.save_profile(name, snapshot=new_snapshot, fingerprint=fingerprint, profile=profile.to_json())
+        progress("amended", total, total)
+        return Dataset(name, new_snapshot, profile, staging, amended=tuple(changed))
+    except BaseException:
+        engine.forget(staging)
+        raise
+
+
+def next_version(snapshot: str, taken: Iterable[str]) -> str:
+    """``<snapshot>.2``, ``.3``, ... : the first amended-version name not taken (``v1`` -> ``v1.2``)."""
+    base, _, last = snapshot.rpartition(".")
+    stem = base if base and last.isdigit() else snapshot
+    taken = set(taken)
+    k = 2
+    while f"{stem}.{k}" in taken:
+        k += 1
+    return f"{stem}.{k}"
+
+
+def _checked(
+    ledger: Ledger,
+    engine: StewardEngine,
+    staging: str,
+    info: TableInfo,
+    declaration: Declaration,
+    policy: PrivacyPolicy,
+    budget: dict[str, str],
+    source: str | None,
+    progress: Progress,
+) -> tuple[Profile, str]:
+    """The profile of the registered ``staging`` table under ``declaration``, checked, and its fingerprint."""
+    total = len(REGISTRATION_STAGES)
+    profile = build_profile(
+        info,
+        unit=declaration.privacy_unit,
+        adjacency=declaration.adjacency,
+        bounds=declaration.bounds,
+        keys=declaration.keys,
+        kinds=declaration.kinds,
+        policies=declaration.policies,
+        max_rows_per_unit=declaration.max_rows_per_unit,
+        max_groups_per_unit=declaration.max_groups_per_unit,
+        typical=declaration.typical,
+    )
+    profile = dataclasses.replace(profile, policy=policy.to_json(), source=source, budget=budget)
+    progress(REGISTRATION_STAGES[1], 1, total)
+    check_quality(profile, engine.data_quality(staging, checked_columns(profile)))
+    check_population(engine, staging, unit=declaration.privacy_unit, population=policy.population)
+    progress(REGISTRATION_STAGES[2], 2, total)
+    fingerprint = engine.fingerprint(staging, ledger.fingerprint_key())
+    progress(REGISTRATION_STAGES[3], 3, total)
+    return profile, fingerprint
+
+
+def _linked(ledger: Ledger, engine: StewardEngine, staging: str, fingerprint: str, profile: Profile) -> Dataset | None:
+    """The registered snapshot this data links to (same fingerprint, same declarations), or None if new.
+
+    Of a dataset's versions holding this data (a registration and its amendments), the newest whose
+    declarations are the given ones links; when none has them, ``RegistrationConflict`` names what
+    differs from the newest and how to amend.
+    """
+    linked_to = ledger.dataset_for_fingerprint(fingerprint)
+    if linked_to is None or linked_to[1] is None:
+        return None
+    existing = linked_to[0]
+    versions = []
+    for version in reversed(ledger.snapshots(existing)):
+        stored = ledger.profile(existing, version)
+        if stored.fingerprint == fingerprint:
+            versions.append((stored.snapshot, Profile.from_json(stored.profile)))
+    for version, registered in versions:
+        if not declaration_differences(registered, profile):
+            prepare(engine, staging, registered)
+            return Dataset(existing, version, registered, staging, linked=True)
+    newest, registered = versions[0]
+    raise RegistrationConflict(existing, newest, declaration_differences(registered, profile))
+
+
+def _prepared(
+    ledger: Ledger,
+    engine: StewardEngine,
+    staging: str,
+    info: TableInfo,
+    profile: Profile,
+    name: str,
+    snapshot: str,
+    fingerprint: str,
+    store: SnapshotStore | None,
+    progress: Progress,
+) -> Profile:
+    """Apply the policies, index, record the public units and store the snapshot (before any ledger write)."""
+    prepare(engine, staging, profile)  # a refusal here writes nothing
+    profile = with_public_units(engine, staging, profile)
+    if store is not None:
+        total = len(REGISTRATION_STAGES)
+        progress(REGISTRATION_STAGES[4], 4, total)
+        try:
+            store.save(
+                engine,
+                staging,
+                info=info,
+                dataset=name,
+                snapshot=snapshot,
+                fingerprint=fingerprint,
+                key=ledger.fingerprint_key(),
+            )
+        except OSError:
+            raise UsageError(
+                "the snapshot store beside the ledger could not be written",
+                str(store.directory),
+                "make the directory writable by the steward, or name another with store=",
+            ) from None
+    return profile
 
 
 #: The declarations a link must repeat exactly, by their key in ``Profile.to_json`` (columns and policy apart).
@@ -163,14 +356,12 @@ _DECLARED = {
 }
 
 
-def check_same_declarations(name: str, snapshot: str, registered: Profile, given: Profile) -> None:
-    """Refuse to link data to a registration whose declarations differ (``RegistrationConflict``).
+def declaration_differences(registered: Profile, given: Profile) -> list[str]:
+    """``"<declaration>: registered <old>, given <new>"`` for each declaration that differs.
 
-    Identical data (the same keyed fingerprint) links to its registration, which keeps its own
-    declarations: a registration that declares anything else (adjacency, privacy unit, a column's
-    kind, bounds, keys or policy, the contribution bounds, the privacy policy or the budget) would
-    otherwise be answered under declarations other than the ones given. Only the source may differ
-    (a copy of the file elsewhere is the same data). Called before anything is written.
+    Every declaration counts (adjacency, privacy unit, a column's kind, bounds, keys, policy or
+    typical range, the contribution bounds, the privacy policy, the budget); the source does not (a
+    copy of the file elsewhere is the same data), nor the public number of units (a fact of the data).
     """
     before, after = registered.to_json(), given.to_json()
     differences = _differences(before, after, _DECLARED)
@@ -181,8 +372,7 @@ def check_same_declarations(name: str, snapshot: str, registered: Profile, given
     for column in sorted(columns_before.keys() | columns_after.keys()):
         labels = {key: f"{key} of column {column!r}" for key in ("kind", "bounds", "keys", "policy", "typical")}
         differences += _differences(columns_before.get(column) or {}, columns_after.get(column) or {}, labels)
-    if differences:
-        raise RegistrationConflict(name, snapshot, differences)
+    return differences
 
 
 def _differences(before: Mapping[str, object], after: Mapping[str, object], labels: Mapping[str, str]) -> list[str]:
@@ -227,19 +417,28 @@ def check_population(engine: StewardEngine, table: str, *, unit: str, population
         )
 
 
-def attach(ledger: Ledger, engine: StewardEngine, name: str, *, source: object | None, snapshot: str | None) -> Dataset:
-    """Load a registered snapshot into ``engine``; refuse data whose fingerprint differs."""
+def attach(
+    ledger: Ledger,
+    engine: StewardEngine,
+    name: str,
+    *,
+    source: object | None,
+    snapshot: str | None,
+    store: SnapshotStore | None = None,
+) -> Dataset:
+    """Load a registered snapshot into ``engine``; refuse data whose fingerprint differs.
+
+    Without ``source``, a ``store`` holding the snapshot's checked file attaches it with no read of
+    the data (``SnapshotStore.load``); otherwise the source is read, fingerprinted and prepared again,
+    and stored for the next time.
+    """
     stored = ledger.profile(name, snapshot)
     profile = Profile.from_json(stored.profile)
     dataset = Dataset(name, stored.snapshot, profile, f"{name}@{stored.snapshot}")
-    chosen = source if source is not None else profile.source
-    if chosen is None:
-        raise UsageError(
-            "the dataset was registered from memory (a DataFrame or Arrow table), so its data must be passed again",
-            name,
-            "pass source= (the same DataFrame or file) when attaching",
-        )
-    engine.register(dataset.table, chosen)
+    if source is None and store is not None and load_stored(ledger, engine, store, dataset, stored.fingerprint):
+        return dataset
+    chosen = _source_of(name, profile, source, "pass source= (the same DataFrame or file) when attaching")
+    info = engine.register(dataset.table, chosen)
     if engine.fingerprint(dataset.table, ledger.fingerprint_key()) != stored.fingerprint:
         engine.forget(dataset.table)
         raise UsageError(
@@ -248,7 +447,41 @@ def attach(ledger: Ledger, engine: StewardEngine, name: str, *, source: object |
             "register the changed data as a new snapshot: register_dataset(..., snapshot='<new name>')",
         )
     prepare(engine, dataset.table, profile)
+    if store is not None and source is None:
+        with contextlib.suppress(OSError):  # an unwritable store only costs the next attach a full read
+            store.save(
+                engine,
+                dataset.table,
+                info=info,
+                dataset=name,
+                snapshot=stored.snapshot,
+                fingerprint=stored.fingerprint,
+                key=ledger.fingerprint_key(),
+            )
     return dataset
+
+
+def load_stored(
+    ledger: Ledger,
+    engine: StewardEngine,
+    store: SnapshotStore,
+    dataset: Dataset,
+    fingerprint: str,
+    *,
+    full_check: bool = False,
+) -> bool:
+    """Attach ``dataset`` from ``store`` (True), or nothing when the store does not hold it checked."""
+    return store.load(
+        engine,
+        dataset.table,
+        dataset=dataset.name,
+        snapshot=dataset.snapshot,
+        fingerprint=fingerprint,
+        key=ledger.fingerprint_key(),
+        unit_column=dataset.profile.unit,
+        sums=declared_sums(dataset.profile),
+        full_check=full_check,
+    )
 
 
 def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
@@ -298,6 +531,18 @@ def apply_policies(engine: StewardEngine, table: str, profile: Profile) -> None:
     }
     if drop_missing or drop or clamp:
         engine.apply_policies(table, drop_missing=[*drop_missing, *drop], drop_nonfinite=drop, clamp=clamp)
+
+
+def _source_of(name: str, profile: Profile, source: object | None, fix: str) -> object:
+    """``source`` if given, else the registered path; refused for a frame registered from memory."""
+    chosen = source if source is not None else profile.source
+    if chosen is None:
+        raise UsageError(
+            "the dataset was registered from memory (a DataFrame or Arrow table), so its data must be passed again",
+            name,
+            fix,
+        )
+    return chosen
 
 
 def _source_path(source: object) -> str | None:

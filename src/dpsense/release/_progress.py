@@ -19,6 +19,7 @@ REGISTRATION_STAGES = (
     "checking the data",
     "computing the keyed fingerprint",
     "applying the policies and indexing the units",
+    "storing the checked snapshot",
 )
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
 from dpsense.release._executor import Executed
+
+if TYPE_CHECKING:  # pandas loads when a table is first asked for (it costs a CLI's start)
+    import pandas as pd
 
 #: Suffix of the accuracy column of each statistic (|error| bound at 95 %, where public).
 ERROR_SUFFIX = "_error95"
@@ -108,6 +109,8 @@ class Release:
         """
         shown = self._shown()
         rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
+        import pandas as pd
+
         frame = pd.DataFrame(rows, columns=[c for c, _ in shown])
         empty = [c for c in frame.columns if c.endswith(ERROR_SUFFIX) and frame[c].isna().all()]
         return frame.drop(columns=empty)

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpsense._version import __version__
@@ -48,14 +50,15 @@ from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, by_meaning, 
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
 from dpsense.release._admission import admit
-from dpsense.release._datasets import Dataset, Declaration, attach, register
+from dpsense.release._datasets import Amendment, Dataset, Declaration, amend, attach, load_stored, register
 from dpsense.release._executor import check_executable, collect_bound, execute
 from dpsense.release._policy import Budget, PrivacyPolicy, check_budget_policy, check_release_policy
-from dpsense.release._profile import public_units
+from dpsense.release._profile import Profile, public_units
 from dpsense.release._progress import Progress, no_progress, release_stages
 from dpsense.release._release import Release, release_value
 from dpsense.release._shared import SharedSnapshots
 from dpsense.release._sql import SqlRelease
+from dpsense.release._store import SnapshotStore
 from dpsense.statistics import STATISTICS
 
 if TYPE_CHECKING:
@@ -94,6 +97,7 @@ class Session:
         owns_ledger: bool = False,
         constant_work: int | None = None,
         snapshots: SharedSnapshots | None = None,
+        store: SnapshotStore | str | os.PathLike[str] | None = None,
     ) -> None:
         if role not in _ROLES:
             raise UsageError("a session's role is 'analyst' or 'steward'", role, "pass role='analyst'")
@@ -114,6 +118,7 @@ class Session:
         self.role = role
         self._allow_test_noise = allow_test_noise
         self._constant_work = _check_constant_work(constant_work)
+        self._store = SnapshotStore(Path(store)) if isinstance(store, str | os.PathLike) else store
         self._datasets: dict[str, Dataset] = {}
         self._fingerprints: dict[tuple[str, str], str] = {}
         if role == "steward":
@@ -129,8 +134,14 @@ class Session:
         engine: Engine | None = None,
         allow_test_noise: bool = False,
         constant_work: int | None = None,
+        store: str | os.PathLike[str] | bool = True,
     ) -> Session:
         """Open the ledger at ``url`` (``sqlite:///path.db`` or ``postgresql://...``) for ``analyst``.
+
+        ``store`` is where registered snapshots are kept checked, so that attaching one does not read
+        its source again (``dpsense.release._store``): by default ``<ledger file>.store`` beside a
+        SQLite ledger and none for PostgreSQL; a directory path names one (shared by the steward's and
+        the analysts' processes); ``False`` keeps none.
 
         ``constant_work=K`` makes every smooth-sensitivity step evaluate exactly K terms of its
         sensitivity family plus the tail (public work), so a release's running time does not depend on
@@ -145,6 +156,7 @@ class Session:
             allow_test_noise=allow_test_noise,
             owns_ledger=True,
             constant_work=constant_work,
+            store=_store_for(url, store),
         )
 
     def close(self) -> None:
@@ -248,9 +260,74 @@ class Session:
             raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")
         dataset = register(
             self._ledger, self._engine, name, source=source, snapshot=snapshot, declaration=declaration,
-            budget=loss, policy=policy, progress=progress,
+            budget=loss, policy=policy, progress=progress, store=self._store,
         )  # fmt: skip
         self._datasets[dataset.name] = dataset
+        return dataset
+
+    def amend_dataset(
+        self,
+        name: str,
+        *,
+        bounds: Mapping[str, tuple[PublicValue, PublicValue] | None] | None = None,
+        keys: Mapping[str, Iterable[PublicValue] | None] | None = None,
+        kinds: Mapping[str, str] | None = None,
+        policies: Mapping[str, str] | None = None,
+        typical: Mapping[str, tuple[PublicValue, PublicValue] | None] | None = None,
+        max_rows_per_unit: int | None = None,
+        max_groups_per_unit: Mapping[str, int | None] | None = None,
+        policy: PrivacyPolicy | None = None,
+        source: object | None = None,
+        snapshot: str | None = None,
+        progress: Progress = no_progress,
+    ) -> Dataset:
+        """Correct the declarations of a registered dataset: a new version of its newest snapshot.
+
+        Steward only. Name only what changes: per column, ``bounds``, ``keys``, ``kinds``,
+        ``policies``, ``typical`` and ``max_groups_per_unit`` replace that column's declaration
+        (``None`` removes it); ``max_rows_per_unit`` and ``policy`` replace the registered ones. The
+        privacy unit, adjacency and budget cannot be amended (``set_budget`` changes a budget). The
+        registered data is read again (from ``source``, else the registered path) and must be the
+        same (keyed fingerprint); the checks run under the new declarations, nothing is written
+        when they refuse. The new version (``snapshot``, by default ``<snapshot>.2``, ``.3``, ...)
+        spends the same budget; earlier releases keep the declarations they were made under.
+        ``Dataset.amended`` lists what changed. See ``dpsense.release._datasets.amend``.
+        """
+        self._require_steward("amend datasets")
+        if self._snapshots is not None:
+            raise UsageError(
+                "a Session on shared snapshots only reads registered snapshots",
+                name,
+                "amend from a Session with an engine of its own",
+            )
+        if policy is not None:
+            if not isinstance(policy, PrivacyPolicy):
+                raise UsageError(
+                    "an amended privacy policy is a PrivacyPolicy",
+                    type(policy).__name__,
+                    "pass policy=PrivacyPolicy(...)",
+                )
+            policy.check_record()  # and against the dataset's budget in amend (check_kept_budget)
+        if max_rows_per_unit is not None and not integer_in(max_rows_per_unit, 1):
+            raise UsageError("max_rows_per_unit must be an integer >= 1", max_rows_per_unit, "pass e.g. 30")
+        amendment = Amendment(
+            bounds=bounds or {},
+            keys=keys or {},
+            kinds=kinds or {},
+            policies=policies or {},
+            typical=typical or {},
+            max_rows_per_unit=max_rows_per_unit,
+            max_groups_per_unit=max_groups_per_unit or {},
+            policy=policy,
+        )
+        dataset = amend(
+            self._ledger, self._engine, name, amendment, source=source, snapshot=snapshot, progress=progress,
+            store=self._store,
+        )  # fmt: skip
+        previous = self._datasets.pop(name, None)
+        if previous is not None:
+            self._engine.forget(previous.table)
+        self._datasets[name] = dataset
         return dataset
 
     # -- analysts --------------------------------------------------------------------------------
@@ -270,8 +347,27 @@ class Session:
                 )
             return self._snapshots.dataset(self._ledger, self._engine, name, snapshot=snapshot)
         if name not in self._datasets:
-            self._datasets[name] = attach(self._ledger, self._engine, name, source=source, snapshot=snapshot)
+            self._datasets[name] = attach(
+                self._ledger, self._engine, name, source=source, snapshot=snapshot, store=self._store
+            )
         return self._datasets[name]
+
+    def verify_snapshot(self, name: str, *, snapshot: str | None = None) -> bool:
+        """Re-read the stored file of a registered snapshot in full: True when it is the checked one.
+
+        Attaching trusts the stored file while its identity (inode, size, times) is the recorded one;
+        this re-computes its keyed checksum and checks its schema (``dpsense.release._store``), reading
+        every byte. False when there is no store, no stored file, or it fails a check: the next attach
+        then reads the source again. Reveals nothing about the data.
+        """
+        if self._store is None:
+            return False
+        stored = self._ledger.profile(name, snapshot)
+        dataset = Dataset(name, stored.snapshot, Profile.from_json(stored.profile), f"{name}@{stored.snapshot}#verify")
+        if not load_stored(self._ledger, self._engine, self._store, dataset, stored.fingerprint, full_check=True):
+            return False
+        self._engine.forget(dataset.table)
+        return True
 
     def datasets(self) -> list[str]:
         """Every dataset registered in the ledger."""
@@ -515,8 +611,11 @@ class Session:
         return self._fingerprints[key]
 
     def _cache_key(self, dataset: Dataset, the_plan: Plan) -> str:
+        declared = dataset.profile.to_json()
+        declared.pop("source", None)  # where the data was read is not what it is
         doc = {
             "snapshot": self._fingerprint(dataset),
+            "declarations": hashlib.sha256(json.dumps(declared, sort_keys=True).encode("utf-8")).hexdigest(),
             "plan": the_plan.canonical(),
             "mechanism_version": MECHANISM_VERSION,
             "test_noise": is_test_source_active(),
@@ -588,3 +687,14 @@ def _parse_sql(text: str, *, schema_for: Callable[[str, bool], tuple[str, Schema
     from dpsense.query.sql import parse_sql
 
     return parse_sql(text, schema_for=schema_for)
+
+
+def _store_for(url: str, store: str | os.PathLike[str] | bool) -> SnapshotStore | None:
+    """The snapshot store ``Session.open`` uses: beside a SQLite ledger (True), none (False), or a directory."""
+    if store is True:
+        return SnapshotStore.beside(url)
+    if store is False:
+        return None
+    if isinstance(store, str | os.PathLike):
+        return SnapshotStore(Path(store))
+    raise UsageError("store is a directory path, True (beside the ledger) or False (none)", store, "pass store=True")

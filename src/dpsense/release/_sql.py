@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
 from dpsense.release._release import ERROR_SUFFIX, Release
 
-if TYPE_CHECKING:  # the SQL front end (sqlglot) loads only when SQL is asked for
+if TYPE_CHECKING:  # the SQL front end (sqlglot) and pandas load only when used
+    import pandas as pd
+
     from dpsense.query.sql import Expr, SqlOutput
 
 
@@ -54,6 +54,8 @@ class SqlRelease:
             error = _error(out.expr, base)
             if error is not None:
                 columns[out.alias + ERROR_SUFFIX] = error
+        import pandas as pd
+
         return pd.DataFrame(columns)
 
     def explain(self) -> str:

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.spatial import cKDTree
 
 from dpsense.core.errors import InternalError
 
@@ -147,6 +146,8 @@ class NeighbourDistances:
 
     def _kdtree(self) -> Any:
         if self._tree is None:
+            from scipy.spatial import cKDTree  # imported when first used
+
             self._tree = cKDTree(self._P)
         return self._tree
 

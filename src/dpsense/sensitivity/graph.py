@@ -11,7 +11,6 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UsageError
@@ -77,6 +76,8 @@ class UndirectedGraph:
 
     def _init(self, lo: IntArray, hi: IntArray, n: int) -> None:
         rows, cols = np.concatenate([lo, hi]), np.concatenate([hi, lo])
+        import scipy.sparse as sp  # imported when first used: scipy costs a CLI's start
+
         adj = sp.csr_array((np.ones(rows.size, dtype=np.int64), (rows, cols)), shape=(n, n))
         adj.sum_duplicates()
         adj.data = np.ones(adj.data.size, dtype=np.int64)
@@ -96,6 +97,8 @@ class UndirectedGraph:
                 loop) or is not symmetric. Messages never contain an edge.
 
         """
+        import scipy.sparse as sp  # imported when first used: scipy costs a CLI's start
+
         if sp.issparse(matrix):
             coo = sp.coo_array(matrix)
         else:
@@ -156,6 +159,8 @@ def as_graph(graph: GraphLike) -> UndirectedGraph:
         InvalidData: from ``UndirectedGraph.from_adjacency``.
 
     """
+    import scipy.sparse as sp  # imported when first used: scipy costs a CLI's start
+
     if isinstance(graph, UndirectedGraph):
         return graph
     if sp.issparse(graph):

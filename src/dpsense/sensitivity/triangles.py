@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from dpsense.core.checks import integer_in
 from dpsense.core.errors import InternalError, InvalidPrivacyParameter, UnsupportedRequest, UsageError
@@ -86,6 +85,8 @@ class _PairStructure:
 
 def _analyse(adj: Any, n: int) -> _PairStructure:
     empty = np.zeros(0, dtype=np.int64)
+    import scipy.sparse as sp  # imported when first used: scipy costs a CLI's start
+
     if n < 2:
         return _PairStructure(0, 0, empty, empty)
     deg = np.diff(adj.indptr).astype(np.int64)

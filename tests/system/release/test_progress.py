@@ -39,6 +39,7 @@ def test_registration_and_release_report_their_stages(tmp_path: Path) -> None:
             "checking the data",
             "computing the keyed fingerprint",
             "applying the policies and indexing the units",
+            "storing the checked snapshot",
             "registered",
         ]
         query = events.query().group_by("region").agg(n=dp.count(), m=dp.mean("hours"))

@@ -146,6 +146,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._selections: dict[str, _Selection] = {}  # bounded views kept as queries, by view name
         self._indexes: dict[str, str] = {}  # public name -> the unit column its snapshot is indexed on
         self._stored_sums: dict[str, dict[SumKey, str]] = {}  # public name -> stored grid units, by sum
+        self._files: dict[str, str] = {}  # relation of an attached snapshot file -> its attachment
         self._checked_keys: set[tuple[object, ...]] = set()  # (key type, *(type, key)) of key lists that passed
         self._counter = itertools.count()
         self._closed = False
@@ -166,6 +167,9 @@ class DuckDBEngine(DuckDBStewardSteps):
             return
         for name in sorted(self._temporaries.keys() | self._copies):
             self._con.execute(f"DROP TABLE IF EXISTS {_query.quote(name)}")
+        for alias in sorted(self._files.values()):
+            self._con.execute(f"DETACH DATABASE IF EXISTS {_query.quote(alias)}")
+        self._files.clear()
         self._temporaries.clear()
         self._selections.clear()
         self._copies.clear()
@@ -348,6 +352,10 @@ class DuckDBEngine(DuckDBStewardSteps):
         return TableInfo(name, tuple(ColumnInfo(str(r[0]), str(r[1]), _kind(str(r[1]))) for r in rows))
 
     def _drop_copy(self, relation: str) -> None:
+        alias = self._files.pop(relation, None)
+        if alias is not None:
+            self._con.execute(f"DETACH DATABASE IF EXISTS {_query.quote(alias)}")
+            return
         raw = relation.strip('"')
         if raw in self._copies:
             self._con.execute(f"DROP TABLE IF EXISTS {relation}")
@@ -373,7 +381,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         64-bit keys derived from it, as parameters.
 
         On a table indexed on ``unit_column`` (``index_units``), without ``where`` and without
-        ``max_groups_per_unit``, the view is a selection with no window (``_rotation_view``): each
+        ``max_groups_per_unit``, the view is a selection with no window (``_indexed_view``): each
         unit keeps exactly min(C, n_u) rows, each with probability C / n_u, as a cyclic window of its
         secret registration order; the kept subsets are C consecutive positions of that order, not
         a uniform draw among all C-subsets. Otherwise (``_query.bounded_rows_query``) each unit keeps a
@@ -398,8 +406,9 @@ class DuckDBEngine(DuckDBStewardSteps):
         _checks.secret(salt, "salt")
         if self.portable:
             _portable.require_text_column(unit, "privacy unit")
-        if self._indexes.get(table) == unit_column and not filters and max_groups_per_unit is None:
-            return self._rotation_view(table, relation, info, unit_column, max_rows, salt, group_column)
+        indexed = self._indexes.get(table) == unit_column and max_groups_per_unit is None
+        if indexed and (not filters or not self.portable):
+            return self._indexed_view(table, relation, info, unit_column, max_rows, salt, group_column, filters)
         if self.portable:
             capped = group if max_groups_per_unit is not None else None
             sql, params = _portable_query.bounded_rows_query(
@@ -430,7 +439,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._temporaries[name] = relation
         return BoundedView(name, table, info, unit_column, max_rows, group_column, max_groups_per_unit, filters)
 
-    def _rotation_view(
+    def _indexed_view(
         self,
         table: str,
         relation: str,
@@ -439,18 +448,31 @@ class DuckDBEngine(DuckDBStewardSteps):
         max_rows: int,
         salt: bytes,
         group_column: str | None,
+        filters: Sequence[Predicate] = (),
     ) -> BoundedView:
-        """The fast path of ``bounded_rows`` on an indexed table: a selection, no window, no aggregate.
+        """The fast paths of ``bounded_rows`` on an indexed table: a selection, kept as a query.
 
-        Each unit u keeps the rows with ``(pos + r) mod n_u < C``: a cyclic window of C consecutive
-        positions of its secret registration order, rotated by ``r``, a 31-bit key derived from
-        ``salt`` (``_index_query.rotation_condition``; portable engines rotate each unit by a keyed hash
-        of the unit instead). Exactly min(C, n_u) rows stay;
-        each row stays with probability C / n_u (up to a bias below n_u / 2**31) given a fresh salt.
+        Without filters, no window and no aggregate: each unit u keeps the rows with
+        ``(pos + r) mod n_u < C``, a cyclic window of C consecutive positions of its secret
+        registration order, rotated by ``r``, a 31-bit key derived from ``salt``
+        (``_index_query.rotation_condition``; portable engines rotate each unit by a keyed hash of the
+        unit instead). Exactly min(C, n_u) rows stay; each row stays with probability C / n_u (up to a
+        bias below n_u / 2**31) given a fresh salt. With filters (DuckDB's own rules only), units with
+        at most C rows keep every passing row and only the larger ones are windowed under the salt
+        (``_index_query.filtered_query``). The stored grid units ride along either way, so the
+        declared sums stay integer sums.
         """
         params: dict[str, object]
         stored = self._stored_sums.get(table, {})
-        if self.portable:  # the rotation of _portable: 64-bit arithmetic Spark computes alike
+        if filters:
+            kinds = {c.name: c.kind for c in info.columns}
+            columns = [*info.column_names, *stored.values()]
+            sql, params = _index_query.filtered_query(
+                relation, columns, unit_column=unit_column, where=filters, kinds=kinds
+            )
+            params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))
+            params["max_rows"] = max_rows
+        elif self.portable:  # the rotation of _portable: 64-bit arithmetic Spark computes alike
             params = _portable_query.rotation_keys(salt)
             params[_portable_query.ROTATION_ROWS] = max_rows
             sql = _portable_query.rotation_query(relation, info.column_names)
@@ -461,7 +483,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             sql = _index_query.rotation_query(relation, [*info.column_names, *stored.values()])
         name = f"{_TMP_PREFIX}{next(self._counter)}"
         self._selections[name] = _Selection(relation, sql, params, dict(stored))
-        return BoundedView(name, table, info, unit_column, max_rows, group_column)
+        return BoundedView(name, table, info, unit_column, max_rows, group_column, None, tuple(filters))
 
     def group_aggregates(
         self,

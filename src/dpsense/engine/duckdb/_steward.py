@@ -11,11 +11,12 @@ from __future__ import annotations
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from dpsense.core.errors import InternalError, InvalidData
+from dpsense.core.errors import InternalError, InvalidData, UnsupportedRequest, UsageError
 from dpsense.engine import _checks, _portable
 from dpsense.engine._types import NO_CLAMP, ClippedSum, ColumnQuality, TableInfo
 from dpsense.engine.sql import _index_query, _portable_query, _query, _steward_query
@@ -27,6 +28,10 @@ SHARED_PREFIX = _query.INTERNAL_PREFIX + "shared_"
 #: One numbering of shared copies per process (the database of a shared engine is this process's), so
 #: that engines on one database never pick the same name.
 _SHARED_COPIES = itertools.count()
+
+#: Prefix of the read-only attachments of snapshot files (``load_snapshot``), and their one table's name.
+FILE_PREFIX = _query.INTERNAL_PREFIX + "file_"
+SNAPSHOT_TABLE = "snapshot"
 
 #: What makes two clipped sums equal for the stored grid units: (column, low, high, grid exponent).
 SumKey = tuple[str, float, float, int]
@@ -46,6 +51,8 @@ class DuckDBStewardSteps(ABC):
     _copies: set[str]
     _indexes: dict[str, str]
     _stored_sums: dict[str, dict[SumKey, str]]
+    _files: dict[str, str]
+    _con: duckdb.DuckDBPyConnection
     _counter: itertools.count[int]
 
     @abstractmethod
@@ -195,6 +202,73 @@ class DuckDBStewardSteps(ABC):
         self._indexes[table] = unit_column
         self._stored_sums[table] = stored
 
+    @property
+    def stores_snapshots(self) -> bool:
+        """True on the default rules of an unshared engine (see ``SnapshotFiles``)."""
+        return not self.portable and not self.shared
+
+    def save_snapshot(self, table: str, path: Path) -> None:
+        """Write the indexed snapshot ``table`` to a new DuckDB database file at ``path`` (``SnapshotFiles``).
+
+        One table, ``snapshot``, holds the public columns, the index and the stored grid units in the
+        snapshot's (unit, position) order; the file is checkpointed and closed when this returns.
+        """
+        self._check_open()
+        self._require_files()
+        relation, _ = self._table(table)
+        if self._indexes.get(table) is None:
+            raise InternalError("only an indexed snapshot is saved to a file")
+        if path.exists():
+            raise InternalError("a snapshot file is written once, to a new path")
+        alias = _query.quote(f"{FILE_PREFIX}{next(self._counter)}")
+        self._con.execute(f"ATTACH {_sql_text(path)} AS {alias}")
+        try:
+            self._con.execute(f"CREATE TABLE {alias}.{SNAPSHOT_TABLE} AS SELECT * FROM {relation}")
+        finally:
+            self._con.execute(f"DETACH {alias}")
+
+    def load_snapshot(
+        self, name: str, path: Path, *, info: TableInfo, unit_column: str, sums: Sequence[ClippedSum] = ()
+    ) -> None:
+        """Register the snapshot file at ``path`` read-only as ``name`` (``SnapshotFiles``); no row is read.
+
+        The file's columns must be ``info``'s, then the index's hidden columns, then the stored grid
+        units of the distinct ``sums`` in order (what ``index_units`` made at registration from the
+        same declared sums); anything else is ``InvalidData`` and nothing stays attached.
+        """
+        self._check_open()
+        self._require_files()
+        if name in self._tables:
+            raise UsageError("a table of this name is already registered", name, "choose another name or forget it")
+        _checks.require(info, unit_column)
+        alias = f"{FILE_PREFIX}{next(self._counter)}"
+        relation = f"{_query.quote(alias)}.{SNAPSHOT_TABLE}"
+        try:
+            self._con.execute(f"ATTACH {_sql_text(path)} AS {_query.quote(alias)} (READ_ONLY)")
+        except duckdb.Error:
+            raise InvalidData("the snapshot file could not be opened", str(path), "register again") from None
+        _, stored = _stored_units(info, sums, {})
+        try:
+            described = self._describe(name, relation)
+        except duckdb.Error:
+            described = TableInfo(name, ())
+        expected = (*info.column_names, *_index_query.HIDDEN_COLUMNS, *stored.values())
+        if TableInfo(name, described.columns[: len(info.columns)]) != info or described.column_names != expected:
+            self._con.execute(f"DETACH {_query.quote(alias)}")
+            raise InvalidData("the snapshot file does not hold the registered schema", str(path), "register again")
+        self._files[relation] = alias
+        self._tables[name] = (relation, info)
+        self._indexes[name] = unit_column
+        self._stored_sums[name] = stored
+
+    def _require_files(self) -> None:
+        if not self.stores_snapshots:
+            raise UnsupportedRequest(
+                "snapshot files hold the default rules' index of an unshared engine",
+                "portable" if self.portable else "shared",
+                "attach from the source on this engine",
+            )
+
     def _refuse_large_units(self, copy: str) -> None:
         """Refuse (at registration) an indexed snapshot whose largest unit exceeds ``MAX_UNIT_ROWS`` rows."""
         largest = self._one_row(f"SELECT max({_query.quote(_index_query.UNIT_ROWS)}) FROM {copy}", {})[0]
@@ -207,6 +281,11 @@ class DuckDBStewardSteps(ABC):
                 "check the privacy unit column (a constant or a placeholder value is a common cause), or register "
                 "the data on the Spark engine",
             )
+
+
+def _sql_text(path: Path) -> str:
+    """``path`` as a SQL string literal (ATTACH takes no parameter)."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _stored_units(

@@ -12,9 +12,10 @@ As in ``_query``, only quoted identifiers are spliced into the text; keys are pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from dpsense.engine.sql._query import DUCKDB, Dialect, quote
+from dpsense.engine._types import Predicate
+from dpsense.engine.sql._query import DUCKDB, Dialect, bounded_rows_query, predicate_condition, quote
 
 #: The hidden columns of an indexed snapshot, in table order after the public columns.
 POSITION, UNIT_ROWS, UNIT_HASH = "__dps_pos", "__dps_n", "__dps_uh"
@@ -88,3 +89,46 @@ def rotation_query(source: str, columns: Sequence[str], dialect: Dialect = DUCKD
     """SELECT of the public ``columns`` of an indexed ``source`` keeping the rows of ``rotation_condition``."""
     cols = ", ".join(quote(c) for c in columns)
     return f"SELECT {cols} FROM {source} WHERE {rotation_condition(dialect)}"
+
+
+def filtered_query(
+    source: str,
+    columns: Sequence[str],
+    *,
+    unit_column: str,
+    where: Sequence[Predicate],
+    kinds: Mapping[str, str],
+    dialect: Dialect = DUCKDB,
+) -> tuple[str, dict[str, object]]:
+    """SELECT of an indexed ``source`` keeping the rows that pass ``where``, at most ``$max_rows`` per unit.
+
+    A unit with n_u <= C rows (``__dps_n``, stored at registration) keeps every row that passes the
+    filters: no window, no hash, the same rows any bound by C keeps. Only the units with more than C
+    rows go through ``_query.bounded_rows_query``'s keyed window (a uniformly random C-subset of their
+    passing rows under the release's ``$rk1``, ``$rk2``), so a release's window sorts the rows of the
+    large units alone. Each unit's rows are chosen from that unit's rows and n_u alone, so adding,
+    removing or replacing a unit still changes at most C rows of the view. Parameters: those of
+    ``bounded_rows_query`` (``$max_rows``, ``$rk1``, ``$rk2``, ``$w<i>_<j>``).
+    """
+    cols = ", ".join(quote(c) for c in columns)
+    unit = quote(unit_column)
+    conditions = [f"{unit} IS NOT NULL", f"{UNIT_ROWS} <= $max_rows"]
+    params: dict[str, object] = {}
+    for i, pred in enumerate(where):
+        condition, p = predicate_condition(pred, kinds.get(pred.column, "other"), f"w{i}", dialect)
+        conditions.append(condition)
+        params.update(p)
+    large, large_params = bounded_rows_query(
+        f"(SELECT * FROM {source} WHERE {UNIT_ROWS} > $max_rows)",
+        columns,
+        unit_column=unit_column,
+        group_column=None,
+        max_groups_per_unit=None,
+        where=where,
+        kinds=kinds,
+        dialect=dialect,
+    )
+    if large_params != params:
+        raise ValueError("the two parts of a filtered selection must bind the same filter parameters")
+    small = f"SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)}"
+    return f"{small}\nUNION ALL\nSELECT {cols} FROM ({large})", params
