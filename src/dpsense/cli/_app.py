@@ -3,6 +3,18 @@
 Output rules: ``--json`` / ``--csv`` print exactly one document on stdout and nothing else there;
 tables and lines for people go to stdout through rich; progress spinners and errors go to stderr.
 Every ``DPSenseError`` becomes one red line on stderr and an exit code (see ``_errors``).
+
+Start-up is kept cheap (``dpsense --help`` in a fraction of a second): this module imports typer, rich's
+console and the light CLI modules only; a command imports what it runs (the Session and pandas, the
+ledger, pydantic, the audits' scipy) when it runs. A help text that shows a file's lines as written
+starts that paragraph with click's no-rewrap marker, a line holding only the backspace character: such
+docstrings are not raw strings (hence ``noqa: D301``), since in a raw one the marker is a backslash
+and a "b", which click prints and rewraps with the lines below it.
+
+A SQLite ledger file that does not exist is refused (exit 5, nothing created) unless the command is
+given ``--create`` (``dataset add``, ``analyst add``): a typo in ``--ledger`` must not start an empty
+ledger. ``--store DIR`` (env ``DPSENSE_STORE``) names the snapshot store of every command that opens
+a Session; without it the Session's default is used (``<ledger file>.store`` beside a SQLite ledger).
 """
 
 from __future__ import annotations
@@ -17,25 +29,33 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from dpsense.cli import _output as out
+from dpsense._version import __version__
 from dpsense.cli._audit import DEFAULT_SAMPLES
-from dpsense.cli._audit import audit as run_audit
 from dpsense.cli._engine import EngineChoice, EngineName, EngineSettings, choose_engine, open_engine
 from dpsense.cli._errors import EXIT_TAMPERED, exit_code, print_error
-from dpsense.cli._options import KINDS, POLICIES, number_option, parse_bounds, parse_choices, parse_counts, parse_keys
-from dpsense.cli._progress import progress_bar
-from dpsense.cli._spec import load_policy, load_release_spec
-from dpsense.core.errors import DPSenseError, UsageError
-from dpsense.interface.documents import budget_document, release_document
-from dpsense.ledger import Anchor, Ledger, checkpoint_document, read_checkpoint
-from dpsense.release import Budget, Session
+from dpsense.cli._options import (
+    KINDS,
+    POLICIES,
+    number_option,
+    parse_bounds,
+    parse_choices,
+    parse_choices_by_value,
+    parse_counts,
+    parse_keys,
+)
+from dpsense.core.errors import DPSenseError, LedgerUnreadable, UsageError
+
+if TYPE_CHECKING:  # imported by the commands that use them, when they run
+    from dpsense.ledger import Anchor
+    from dpsense.release import Session
 
 DEFAULT_LEDGER = "sqlite:///dpsense.db"
+_POSTGRES = ("postgresql://", "postgres://")
 _WIDE = 160  # columns for tables when stdout is not a terminal and COLUMNS is unset
 
 app = typer.Typer(
@@ -46,7 +66,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,  # a traceback's locals could hold data: never render them
     rich_markup_mode=None,
 )
-dataset_app = typer.Typer(help="Register datasets (steward).", no_args_is_help=True)
+dataset_app = typer.Typer(help="Register datasets and verify their stored snapshots (steward).", no_args_is_help=True)
 analyst_app = typer.Typer(help="Allow analysts to release (steward).", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(analyst_app, name="analyst")
@@ -58,6 +78,21 @@ AnalystOpt = Annotated[
     str | None, typer.Option("--analyst", envvar="DPSENSE_ANALYST", help="Who asks [default: the OS user].")
 ]
 StewardOpt = Annotated[bool, typer.Option("--steward", help="Act as the data steward (role 'steward').")]
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        envvar="DPSENSE_STORE",
+        file_okay=False,
+        metavar="DIR",
+        help="Where registered snapshots are kept checked, so attaching one reads no source again "
+        "[default: <ledger file>.store beside a SQLite ledger; none for PostgreSQL].",
+    ),
+]
+CreateOpt = Annotated[
+    bool,
+    typer.Option("--create", help="Start a new ledger if the SQLite file does not exist (else that is an error)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV on stdout.")]
 SpecArg = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The release spec (YAML).")]
@@ -82,6 +117,22 @@ SparkCollectLimitOpt = Annotated[
         help="With --engine spark: a public bound on rows collected to the driver [default: 1000000].",
     ),
 ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dpsense {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Differentially private statistics: register data, release noisy answers, audit the ledger."""
 
 
 class AdjacencyChoice(str, Enum):
@@ -117,14 +168,50 @@ def _command() -> Iterator[_IO]:
 
 
 @contextmanager
-def _session(ledger: str, analyst: str | None, steward: bool, engine: EngineChoice | None = None) -> Iterator[Session]:
-    """A Session on the chosen engine (DuckDB unless told); the engine is closed after the Session."""
+def _session(
+    ledger: str,
+    analyst: str | None,
+    steward: bool,
+    engine: EngineChoice | None = None,
+    *,
+    store: Path | None = None,
+    create: bool | None = None,
+) -> Iterator[Session]:
+    """A Session on the chosen engine (DuckDB unless told); the engine is closed after the Session.
+
+    ``store``: the ``--store`` directory (``None``: the Session's default). ``create``: the command's
+    ``--create`` flag, or ``None`` for a command that has none (it never starts a ledger).
+    """
+    from dpsense.release import Session
+
     who, role = analyst or _os_user(), "steward" if steward else "analyst"
+    _require_ledger(ledger, create)
     with (
         open_engine(engine or EngineChoice()) as built,
-        Session.open(ledger, analyst=who, role=role, engine=built) as s,
+        Session.open(ledger, analyst=who, role=role, engine=built, store=True if store is None else store) as s,
     ):
         yield s
+
+
+def _require_ledger(ledger: str, create: bool | None) -> None:
+    """Refuse a SQLite ledger file that does not exist unless ``create``: a mistyped URL starts no ledger."""
+    if ledger.startswith(_POSTGRES):
+        return
+    from dpsense.ledger._backends import sqlite_path
+
+    path = sqlite_path(ledger)  # refuses other schemes and memory databases
+    if os.path.exists(path):
+        return
+    if not create:
+        fix = (
+            "check --ledger (or DPSENSE_LEDGER), or pass --create to start a new ledger"
+            if create is not None
+            else "check --ledger (or DPSENSE_LEDGER); a new ledger starts with `dpsense dataset add ... --create`"
+        )
+        raise LedgerUnreadable("the ledger file does not exist", path, fix)
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise UsageError("a new ledger's folder must exist", folder, "check --ledger, or create the folder first")
 
 
 def _os_user() -> str:
@@ -157,6 +244,11 @@ def demo(
         run_demo(directory, persons, io.out, progress=io.err)
 
 
+KindOpt = Annotated[list[str] | None, typer.Option("--kind", metavar="COL=KIND", help=" | ".join(KINDS))]
+ColumnPolicyOpt = Annotated[list[str] | None, typer.Option("--policy", metavar="COL=POLICY", help=" | ".join(POLICIES))]
+MaxRowsOpt = Annotated[int | None, typer.Option("--max-rows-per-unit", metavar="C")]
+
+
 @dataset_app.command("add")
 def dataset_add(
     name: Annotated[str, typer.Argument(help="The dataset's name.")],
@@ -186,24 +278,26 @@ def dataset_add(
         ),
     ] = None,
     keys: Annotated[list[str] | None, typer.Option("--keys", metavar="COL=a,b,c", help="Public keys.")] = None,
-    kind: Annotated[list[str] | None, typer.Option("--kind", metavar="COL=KIND", help=" | ".join(KINDS))] = None,
-    policy: Annotated[
-        list[str] | None, typer.Option("--policy", metavar="COL=POLICY", help=" | ".join(POLICIES))
-    ] = None,
-    max_rows_per_unit: Annotated[int | None, typer.Option("--max-rows-per-unit", metavar="C")] = None,
+    kind: KindOpt = None,
+    policy: ColumnPolicyOpt = None,
+    max_rows_per_unit: MaxRowsOpt = None,
     max_groups: Annotated[
         list[str] | None,
         typer.Option("--max-groups", metavar="COL=K", help="At most K values of COL per unit (e.g. region=1)."),
     ] = None,
     snapshot: Annotated[str, typer.Option("--snapshot", help="The snapshot's name.")] = "v1",
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    create: CreateOpt = False,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
     spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
-    r"""Register a dataset with its budget, public declarations and privacy policy (steward).
+    """Register a dataset with its budget, public declarations and privacy policy (steward).
+
+    A new SQLite ledger needs --create (the first registration starts it).
 
     The privacy policy file holds every field of dpsense.PrivacyPolicy:
 
@@ -219,7 +313,12 @@ def dataset_add(
         approved_by: "the data steward"
         approved_on: 2026-11-29
         next_review: 2027-05-29
-    """
+    """  # noqa: D301 (the \b line is click's no-rewrap marker: see the module docstring)
+    from dpsense.cli import _output as out
+    from dpsense.cli._progress import progress_bar
+    from dpsense.cli._spec import load_policy
+    from dpsense.release import Budget
+
     with _command() as io:
         _require_steward(steward, "register datasets")
         bounds = parse_bounds(bound or [])
@@ -228,6 +327,7 @@ def dataset_add(
         kinds = parse_choices("--kind", kind or [], KINDS, "location=point")
         policies = parse_choices("--policy", policy or [], POLICIES, "hours=clamp")
         group_caps = parse_counts("--max-groups", max_groups or [], "region=1")
+        total = (number_option("--budget-epsilon", budget_epsilon), number_option("--budget-delta", budget_delta))
         the_policy = load_policy(privacy_policy)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
         if choice.name is EngineName.DUCKDB and not Path(source).is_file():
@@ -236,16 +336,13 @@ def dataset_add(
                 source,
                 "check the path, or pass --engine spark for a directory, a URI or a table name",
             )
-        with _session(ledger, analyst, steward, choice) as session:
+        with _session(ledger, analyst, steward, choice, store=store, create=create) as session:
             with progress_bar(io.err, f"registering {name!r}") as progress:
                 dataset = session.register_dataset(
                     name,
                     source=source,
                     privacy_unit=unit,
-                    budget=Budget(
-                        number_option("--budget-epsilon", budget_epsilon),
-                        number_option("--budget-delta", budget_delta),
-                    ),
+                    budget=Budget(*total),
                     policy=the_policy,
                     adjacency=adjacency.value,
                     bounds=bounds,
@@ -261,21 +358,157 @@ def dataset_add(
             status = session.budget(dataset.name)
         how = "same data as a registered snapshot: linked to its budget" if dataset.linked else "registered"
         io.out.print(f"dataset {dataset.name!r} snapshot {dataset.snapshot!r}: {how}", markup=False)
-        io.out.print(out.profile_table(dataset.name, dataset.snapshot, dataset.profile.columns, dataset.profile.unit))
+        io.out.print(out.profile_table(dataset.name, dataset.snapshot, dataset.profile))
         io.out.print(f"budget {out.loss_text(status.cap)}, spent {out.loss_text(status.spent)}", markup=False)
+
+
+#: What ``dataset amend --remove`` can take away, by its flag's name.
+_REMOVABLE = ("bound", "typical", "keys", "max-groups")
+
+
+@dataset_app.command("amend")
+def dataset_amend(
+    name: Annotated[str, typer.Argument(help="The dataset's name.")],
+    bound: Annotated[list[str] | None, typer.Option("--bound", metavar="COL=L:U", help="New public bounds.")] = None,
+    typical: Annotated[
+        list[str] | None, typer.Option("--typical", metavar="COL=A:B", help="A new typical range of COL.")
+    ] = None,
+    keys: Annotated[list[str] | None, typer.Option("--keys", metavar="COL=a,b,c", help="New public keys.")] = None,
+    kind: KindOpt = None,
+    policy: ColumnPolicyOpt = None,
+    max_rows_per_unit: MaxRowsOpt = None,
+    max_groups: Annotated[
+        list[str] | None, typer.Option("--max-groups", metavar="COL=K", help="At most K values of COL per unit.")
+    ] = None,
+    remove: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--remove",
+            metavar="WHAT=COL",
+            help=f"Take a declaration away: WHAT is one of {', '.join(_REMOVABLE)} (e.g. typical=hours).",
+        ),
+    ] = None,
+    privacy_policy: Annotated[
+        Path | None,
+        typer.Option("--privacy-policy", exists=True, dir_okay=False, help="A new privacy policy (YAML)."),
+    ] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="The registered data, if it moved [default: the registered path].")
+    ] = None,
+    snapshot: Annotated[
+        str | None, typer.Option("--snapshot", help="The new version's name [default: <snapshot>.2, .3, ...].")
+    ] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Correct a registered dataset's declarations: a new version of its newest snapshot (steward).
+
+    Name only what changes; every other declaration is kept. The registered data is read again and
+    must be unchanged (changed data is a new snapshot: dataset add --snapshot). The new version spends
+    the same budget; earlier releases keep the declarations they were made under. The privacy unit,
+    adjacency and budget cannot be amended. Example:
+
+    \b
+        dpsense dataset amend events --max-groups region=1 --bound hours=0:48 --steward
+    """  # noqa: D301 (the \b line is click's no-rewrap marker: see the module docstring)
+    from dpsense.cli import _output as out
+    from dpsense.cli._progress import progress_bar
+    from dpsense.cli._spec import load_policy
+
+    with _command() as io:
+        _require_steward(steward, "amend datasets")
+        removed = parse_choices_by_value("--remove", remove or [], _REMOVABLE, "typical=hours")
+        bounds: dict[str, Any] = {**parse_bounds(bound or []), **dict.fromkeys(removed["bound"])}
+        typical_ranges: dict[str, Any] = {
+            **parse_bounds(typical or [], flag="--typical"),
+            **dict.fromkeys(removed["typical"]),
+        }
+        public_keys: dict[str, Any] = {**parse_keys(keys or []), **dict.fromkeys(removed["keys"])}
+        group_caps: dict[str, Any] = {
+            **parse_counts("--max-groups", max_groups or [], "region=1"),
+            **dict.fromkeys(removed["max-groups"]),
+        }
+        the_policy = None if privacy_policy is None else load_policy(privacy_policy)
+        with (
+            _session(ledger, analyst, steward, store=store) as session,
+            progress_bar(io.err, f"amending {name!r}") as progress,
+        ):
+            dataset = session.amend_dataset(
+                name,
+                bounds=bounds,
+                keys=public_keys,
+                kinds=parse_choices("--kind", kind or [], KINDS, "location=point"),
+                policies=parse_choices("--policy", policy or [], POLICIES, "hours=clamp"),
+                typical=typical_ranges,
+                max_rows_per_unit=max_rows_per_unit,
+                max_groups_per_unit=group_caps,
+                policy=the_policy,
+                source=source,
+                snapshot=snapshot,
+                progress=progress,
+            )
+        io.out.print(f"dataset {dataset.name!r} snapshot {dataset.snapshot!r}: amended", markup=False)
+        for change in dataset.amended:
+            io.out.print(f"  {change}", markup=False, soft_wrap=True)
+        io.out.print(out.profile_table(dataset.name, dataset.snapshot, dataset.profile))
+
+
+@dataset_app.command("verify")
+def dataset_verify(
+    name: Annotated[str, typer.Argument(help="The dataset's name.")],
+    snapshot: Annotated[
+        str | None, typer.Option("--snapshot", help="The registered snapshot [default: the latest].")
+    ] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Re-read a dataset's stored snapshot file in full and check it against the ledger (steward).
+
+    Attaching trusts a stored file while its identity (inode, size, times) is the recorded one; this
+    re-computes its keyed checksum and checks its schema, reading every byte. Exit codes: 0 it is the
+    registered snapshot; 1 it is missing or fails its check (nothing is lost: the next attach reads the
+    source again and stores it anew); 2 bad input (an unknown dataset or snapshot); 5 no such ledger.
+    """
+    with _command() as io:
+        _require_steward(steward, "verify stored snapshots")
+        if store is None and ledger.startswith(_POSTGRES):
+            raise UsageError(
+                "a PostgreSQL ledger has no default snapshot store", ledger, "pass --store DIR (or DPSENSE_STORE)"
+            )
+        with _session(ledger, analyst, steward, store=store) as session:
+            ok = session.verify_snapshot(name, snapshot=snapshot)
+            which = session.ledger.profile(name, snapshot).snapshot
+        if not ok:
+            print_error(
+                io.err,
+                f"the stored snapshot {which!r} of {name!r} is missing or fails its check; "
+                "the next attach reads the source again and stores it anew",
+            )
+            raise typer.Exit(EXIT_TAMPERED)
+        io.out.print(
+            f"the stored snapshot {which!r} of {name!r} is the registered one (checked in full)",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 @analyst_app.command("add")
 def analyst_add(
     name: Annotated[str, typer.Argument(help="The analyst's name.")],
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    create: CreateOpt = False,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
 ) -> None:
-    """Allow an analyst to release from this ledger (steward)."""
+    """Allow an analyst to release from this ledger (steward); a new SQLite ledger needs --create."""
     with _command() as io:
         _require_steward(steward, "add analysts")
-        with _session(ledger, analyst, steward) as session:
+        with _session(ledger, analyst, steward, store=store, create=create) as session:
             session.add_analyst(name)
         io.out.print(f"analyst {name!r} added", markup=False)
 
@@ -284,6 +517,7 @@ def analyst_add(
 def release(
     spec_yaml: SpecArg,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     as_json: JsonOpt = False,
@@ -293,7 +527,7 @@ def release(
     spark_master: SparkMasterOpt = None,
     spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
-    r"""Release the statistics a YAML spec asks for (charged once; the same request again is free).
+    """Release the statistics a YAML spec asks for (charged once; the same request again is free).
 
     A typo in the spec is refused with the closest valid name before the ledger is opened. Example:
 
@@ -315,12 +549,17 @@ def release(
     (trim_fraction), histogram (column, keys), min_distance (columns), triangle_count (columns),
     clipped_count (column), approx_bounds (column); each also takes max_rows_per_unit and mechanism,
     the numeric ones bounds.
-    """
+    """  # noqa: D301 (the \b line is click's no-rewrap marker: see the module docstring)
+    from dpsense.cli import _output as out
+    from dpsense.cli._progress import progress_bar
+    from dpsense.cli._spec import load_release_spec
+    from dpsense.interface.documents import budget_document, release_document
+
     with _command() as io:
         shape = _format(as_json, as_csv)
         spec, query = load_release_spec(spec_yaml)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit), spec.engine_settings())
-        with _session(ledger, analyst, steward, choice) as session:
+        with _session(ledger, analyst, steward, choice, store=store) as session:
             with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
                 session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
             with progress_bar(io.err, "releasing") as progress:
@@ -351,6 +590,7 @@ def sql_release(
     delta: Annotated[str, typer.Option("--delta", help="The release's δ (0 for pure ε-DP).")] = "0",
     request_id: Annotated[str | None, typer.Option("--request-id", help="Idempotency key.")] = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     as_json: JsonOpt = False,
@@ -360,18 +600,22 @@ def sql_release(
     spark_master: SparkMasterOpt = None,
     spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
-    r"""Release a SQL question (the DP subset: aggregates, WHERE on public predicates, GROUP BY public keys).
+    """Release a SQL question (the DP subset: aggregates, WHERE on public predicates, GROUP BY public keys).
 
     Rewrites of a question already asked (aliases, order, commuted predicates, BETWEEN, COUNT(1), case)
     return the stored release at no cost. Example:
 
     \b
         dpsense sql "SELECT region, COUNT(DISTINCT person_id) FROM events GROUP BY region" --epsilon 0.5
-    """
+    """  # noqa: D301 (the \b line is click's no-rewrap marker: see the module docstring)
+    from dpsense.cli import _output as out
+    from dpsense.cli._progress import progress_bar
+    from dpsense.interface.documents import budget_document, release_document
+
     with _command() as io:
         shape = _format(as_json, as_csv)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
-        with _session(ledger, analyst, steward, choice) as session:
+        with _session(ledger, analyst, steward, choice, store=store) as session:
             with progress_bar(io.err, "releasing") as progress:
                 result = session.sql(
                     query,
@@ -396,6 +640,7 @@ def sql_release(
 def preview(
     spec_yaml: SpecArg,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     engine: EngineOpt = None,
@@ -403,10 +648,13 @@ def preview(
     spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
     """Print the plan a release would run (mechanisms, sensitivities, cost), without charging anything."""
+    from dpsense.cli import _output as out
+    from dpsense.cli._spec import load_release_spec
+
     with _command() as io:
         spec, query = load_release_spec(spec_yaml)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit), spec.engine_settings())
-        with _session(ledger, analyst, steward, choice) as session:
+        with _session(ledger, analyst, steward, choice, store=store) as session:
             with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
                 session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
             plan = session.preview(query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n)
@@ -423,15 +671,19 @@ def preview(
 def budget(
     dataset: Annotated[str, typer.Argument(help="The dataset's name.")],
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> None:
     """Show a dataset's total budget: cap, spent, remaining (exact)."""
+    from dpsense.cli import _output as out
+    from dpsense.interface.documents import budget_document
+
     with _command() as io:
         shape = _format(as_json, as_csv)
-        with _session(ledger, analyst, steward) as session:
+        with _session(ledger, analyst, steward, store=store) as session:
             status = session.budget(dataset)
         if shape == "json":
             io.document(out.dumps(budget_document(status)))
@@ -445,15 +697,18 @@ def budget(
 def history(
     dataset: Annotated[str, typer.Argument(help="The dataset's name.")],
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> None:
     """List the stored releases of a dataset (the steward sees all, an analyst their own)."""
+    from dpsense.cli import _output as out
+
     with _command() as io:
         shape = _format(as_json, as_csv)
-        with _session(ledger, analyst, steward) as session:
+        with _session(ledger, analyst, steward, store=store) as session:
             releases, charges = session.history(dataset), session.ledger.charges(dataset)
         rows = out.history_rows(releases, charges)
         if shape == "json":
@@ -495,6 +750,9 @@ def verify_log(
     nothing is created); 2 bad options. Without --expected-head or --checkpoint a history rewritten whole,
     tables included, is not detected: keep checkpoints (`dpsense checkpoint`).
     """
+    from dpsense.cli import _output as out
+    from dpsense.ledger import Ledger
+
     del analyst, steward  # verifying reads no data and changes nothing: any role may
     with _command() as io:
         anchor = _anchor(expected_head, checkpoint_file, key_file)
@@ -530,6 +788,9 @@ def checkpoint(
     Later, `dpsense verify-log --checkpoint FILE` proves the history up to this head was neither cut nor
     rewritten. The ledger is verified first: a tampered ledger gets no checkpoint (exit 1).
     """
+    from dpsense.cli import _output as out
+    from dpsense.ledger import Anchor, Ledger, checkpoint_document
+
     with _command() as io:
         key = _read_key(key_file)
         with Ledger.open_existing(ledger) as opened:
@@ -553,6 +814,8 @@ def checkpoint(
 
 def _anchor(expected_head: str | None, checkpoint_file: Path | None, key_file: Path | None) -> Anchor | None:
     """The anchor of verify-log's options (at most one of --expected-head and --checkpoint)."""
+    from dpsense.ledger import Anchor, read_checkpoint
+
     if expected_head is not None and checkpoint_file is not None:
         raise UsageError("--expected-head and --checkpoint name one anchor each", "both", "pass one of them")
     if key_file is not None and checkpoint_file is None:
@@ -585,6 +848,7 @@ def resolve_stale(
         float, typer.Option("--older-than", help="Seconds a reservation must have been untouched (default one hour).")
     ] = 3600.0,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
     analyst: AnalystOpt = None,
     steward: StewardOpt = False,
     as_json: JsonOpt = False,
@@ -596,13 +860,15 @@ def resolve_stale(
     it, and an identical request supersedes it at once instead of waiting out the lease. Pick --older-than
     above the slowest release: a live release marked ABANDONED and then superseded ends in ChargedFailure.
     """
+    from dpsense.cli import _output as out
+
     with _command() as io:
         _require_steward(steward, "resolve stale reservations")
         if not (math.isfinite(older_than) and older_than > 0):
             raise UsageError(
                 "--older-than must be a finite number of seconds > 0", older_than, "pass e.g. --older-than 3600"
             )
-        with _session(ledger, analyst, steward) as session:
+        with _session(ledger, analyst, steward, store=store) as session:
             marked = session.ledger.resolve_stale(older_than_s=older_than)
         if as_json:
             io.document(out.dumps({"abandoned": marked, "older_than_s": older_than}))
@@ -636,6 +902,8 @@ def audit(
     only: Annotated[str, typer.Option("--only", help="Run the scenarios whose name contains this text.")] = "",
 ) -> None:
     """Empirical privacy checks of the installed mechanisms (also runs without the cli extra)."""
+    from dpsense.cli._audit import audit as run_audit
+
     raise typer.Exit(run_audit(samples=samples, controls=controls, only=only))
 
 

@@ -3,6 +3,9 @@
 Prints, per mechanism, the claimed (ε, δ) next to a statistical lower bound on ε (confidence
 1 - 1e-9). A lower bound above the claim means the build is broken; the controls are deliberately
 broken mechanisms that show the audit can tell. Exit code 1 when any audit fails.
+
+``dpsense.audit`` (scipy) is imported only when the audits run, so this module is cheap to import
+(``dpsense --help`` and ``dpsense audit --help`` stay fast).
 """
 
 from __future__ import annotations
@@ -11,14 +14,14 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from dpsense.audit._types import run_audit
-from dpsense.audit.registry import all_scenarios
-
 DEFAULT_SAMPLES = 200_000
 
 
 def audit(*, samples: int, controls: bool, only: str) -> int:
     """Run the audits and print one line per scenario; 1 when any fails, else 0."""
+    from dpsense.audit._types import run_audit
+    from dpsense.audit.registry import all_scenarios
+
     scenarios = [s for s in all_scenarios() if (controls or not s.control)]
     if only:
         scenarios = [s for s in scenarios if only.lower() in s.name.lower()]

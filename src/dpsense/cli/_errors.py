@@ -2,11 +2,13 @@
 
 Exit codes:
     0  success
-    1  the ledger is tampered (``verify-log``, ``checkpoint``) or an audit failed
+    1  the ledger is tampered (``verify-log``, ``checkpoint``), a stored snapshot fails its check
+       (``dataset verify``) or an audit failed
     2  bad input or any other refusal (``DPSenseError``, a malformed YAML file, a bad option)
     3  a budget cannot cover the request (``BudgetExhausted``): nothing was charged
     4  the release failed after reading the data (``ChargedFailure``): it is charged
-    5  the ledger cannot be read (``LedgerUnreadable``: missing, empty, truncated or corrupt)
+    5  the ledger cannot be read (``LedgerUnreadable``: missing, empty, truncated or corrupt); a
+       SQLite ledger file that does not exist, unless the command was given ``--create``
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 ``--bound hours=0:24`` (public clipping bounds), ``--keys region=north,south`` (public keys; a key
 that is a whole number is read as an integer), ``--kind location=point`` and ``--policy hours=clamp``.
-Each mistake is a ``SpecError`` that names the option and shows the expected form.
+Each mistake is a ``SpecError`` that names the option and shows the expected form. The number rule
+and the typo hints (``dpsense.query``, ``dpsense.interface.spec``: numpy, pydantic) are imported when an
+option is parsed, not when the command line starts.
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dpsense.cli._errors import SpecError
-from dpsense.interface.spec import closest
-from dpsense.query._values import NUMBER_RULE, number_problem
 
 KINDS = ("numeric", "integer", "categorical", "point", "edge")
 POLICIES = ("refuse", "drop", "clamp")
@@ -31,6 +31,8 @@ def _once(option: str, parsed: Mapping[str, object], column: str, item: str) -> 
 
 def number_option(option: str, text: str) -> str:
     """``text`` of a numeric option (``--epsilon 0.5``) if it keeps the size rule, else a ``SpecError``."""
+    from dpsense.query._values import NUMBER_RULE, number_problem
+
     problem = number_problem(text)
     if problem is not None:
         raise SpecError(option, NUMBER_RULE, problem, f"write e.g. {option} 0.5")
@@ -70,6 +72,8 @@ def _key(text: str) -> str | int:
 
 def parse_choices(option: str, items: Sequence[str], choices: Sequence[str], example: str) -> dict[str, str]:
     """``["hours=clamp"]`` -> ``{"hours": "clamp"}``, each value one of ``choices``."""
+    from dpsense.interface.spec import closest
+
     out: dict[str, str] = {}
     for item in items:
         column, value = _split(option, item, example)
@@ -89,4 +93,21 @@ def parse_counts(option: str, items: Sequence[str], example: str) -> dict[str, i
             raise SpecError(option, f"the value for {column!r} must be an integer >= 1", value, f"write e.g. {example}")
         _once(option, out, column, item)
         out[column] = int(value)
+    return out
+
+
+def parse_choices_by_value(
+    option: str, items: Sequence[str], choices: Sequence[str], example: str
+) -> dict[str, list[str]]:
+    """``["typical=hours", "bound=age"]`` -> ``{"typical": ["hours"], "bound": ["age"], ...}`` (every choice a key)."""
+    from dpsense.interface.spec import closest
+
+    out: dict[str, list[str]] = {choice: [] for choice in choices}
+    for item in items:
+        what, column = _split(option, item, example)
+        if what not in choices:
+            raise SpecError(option, "unknown declaration to remove", what, closest(what, choices))
+        if column in out[what]:
+            raise SpecError(option, f"{what} of {column!r} is named twice", item, "name each once")
+        out[what].append(column)
     return out

@@ -25,6 +25,7 @@ from dpsense.interface.documents import loss_document, stored_document, table_ro
 if TYPE_CHECKING:
     from dpsense.ledger import AuditReport, BudgetStatus, ChargeRecord, StoredRelease
     from dpsense.release import Release, SqlRelease
+    from dpsense.release._profile import Profile
 
 _ERROR_SUFFIX = "_error95"
 
@@ -214,17 +215,26 @@ def history_table(dataset: str, rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def profile_table(name: str, snapshot: str, columns: dict[str, Any], unit: str) -> Table:
-    """A registered snapshot's public profile: per column its kind, bounds (and typical range), keys and data policy."""
-    table = Table(title=f"public profile of {name!r} snapshot {snapshot!r} (privacy unit {unit!r})")
-    for heading in ("column", "kind", "bounds", "keys", "policy"):
+def profile_table(name: str, snapshot: str, profile: Profile) -> Table:
+    """A registered snapshot's public profile: every declaration, so a steward sees what releases use.
+
+    The title holds the privacy unit, the adjacency and the rows per unit (C); per column its kind,
+    bounds (and typical range), keys, data policy and the declared cap on its groups per unit.
+    """
+    rows = "no row bound" if profile.max_rows_per_unit is None else f"at most {profile.max_rows_per_unit} rows per unit"
+    table = Table(
+        title=f"public profile of {name!r} snapshot {snapshot!r} (privacy unit {profile.unit!r}, "
+        f"{profile.adjacency.value}, {rows})"
+    )
+    for heading in ("column", "kind", "bounds", "keys", "policy", "groups per unit"):
         table.add_column(heading)
-    for column, facts in sorted(columns.items()):
+    for column, facts in sorted(profile.columns.items()):
         bounds = "" if facts.bounds is None else f"[{decimal_text(facts.bounds[0])}, {decimal_text(facts.bounds[1])}]"
         if facts.typical is not None:
             bounds += f" typical [{decimal_text(facts.typical[0])}, {decimal_text(facts.typical[1])}]"
         keys = "" if facts.keys is None else ", ".join(map(str, facts.keys))
-        table.add_row(column, facts.kind.value, bounds, keys, facts.policy)
+        cap = profile.max_groups_per_unit.get(column)
+        table.add_row(column, facts.kind.value, bounds, keys, facts.policy, "" if cap is None else f"at most {cap}")
     return table
 
 

@@ -204,6 +204,33 @@ class RegisterIn(Body):
     snapshot: Name = "v1"
 
 
+class AmendIn(Body):
+    """Correct a registered dataset's declarations: a new version of its newest snapshot, same budget.
+
+    Name only what changes. Per column, a value replaces that column's declaration and ``null``
+    removes it (bounds, keys, typical range, group cap). The data is read again from the registered
+    file and must be unchanged; privacy unit, adjacency and budget cannot be amended.
+    """
+
+    dataset: Name
+    bounds: dict[Name, tuple[Number, Number] | None] = Field(default_factory=dict)
+    typical: dict[Name, tuple[Number, Number] | None] = Field(default_factory=dict)
+    keys: dict[Name, Annotated[list[Scalar], Field(max_length=10_000)] | None] = Field(default_factory=dict)
+    kinds: dict[Name, Name] = Field(default_factory=dict)
+    policies: dict[Name, Name] = Field(default_factory=dict)
+    max_rows_per_unit: StrictInt | None = None
+    max_groups_per_unit: dict[Name, StrictInt | None] = Field(default_factory=dict)
+    policy: PolicyIn | None = None
+    snapshot: Name | None = Field(default=None, description="the new version's name (default: <snapshot>.2, .3, ...)")
+
+
+class AmendedOut(BaseModel):
+    """The amended dataset's new version and what changed (as registered and as given)."""
+
+    dataset: DatasetOut
+    amended: list[str]
+
+
 class AnalystIn(Body):
     """An analyst to allow."""
 

@@ -13,6 +13,7 @@ works too.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,6 +34,8 @@ from dpsense.service._dashboard import SECURITY_HEADERS, SIGN_IN_STYLE, render_d
 from dpsense.service._deps import ERRORS, Caller, CallerDep, service_of, verify
 from dpsense.service._errors import ApiError
 from dpsense.service._models import (
+    AmendedOut,
+    AmendIn,
     AnalystIn,
     AuditOut,
     CheckpointOut,
@@ -59,11 +62,28 @@ StewardDep = Annotated[Caller, Depends(steward)]
 #: The JSON body model of each steward route (read and checked off the event loop by ``_body.BodyCheck``).
 STEWARD_BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("POST", "/v1/steward/datasets"): RegisterIn,
+    ("POST", "/v1/steward/amendments"): AmendIn,
     ("POST", "/v1/steward/analysts"): AnalystIn,
     ("POST", "/v1/steward/tokens"): TokenIn,
     ("PUT", "/v1/steward/budgets"): SetBudgetIn,
 }
 router = APIRouter(prefix="/v1/steward", responses=ERRORS | {403: {"description": "not a steward token"}})
+
+
+def on_own_engine(analyst: str, act: Callable[[Session, Worker], dict[str, Any]]) -> Callable[[Worker], dict[str, Any]]:
+    """A worker's job running ``act`` in a steward Session on a DuckDB engine of its own (closed after)."""
+
+    def work(worker: Worker) -> dict[str, Any]:
+        connection = duckdb.connect(":memory:", config={"threads": 1})
+        engine = DuckDBEngine(connection=connection)
+        try:
+            with service_session(worker.config, worker.ledger, analyst=analyst, role="steward", engine=engine) as s:
+                return act(s, worker)
+        finally:
+            engine.close()
+            connection.close()
+
+    return work
 
 
 @router.post("/datasets", response_model=RegisteredOut, status_code=201)
@@ -72,39 +92,59 @@ async def register(body: RegisterIn, caller: StewardDep) -> dict[str, Any]:
     source = resolve_source(caller.service.config.data_dir, body.source)
     analyst = caller.identity.analyst
 
-    def work(worker: Worker) -> dict[str, Any]:
-        connection = duckdb.connect(":memory:", config={"threads": 1})
-        engine = DuckDBEngine(connection=connection)
-        try:
-            with service_session(
-                worker.config, worker.ledger, analyst=analyst, role="steward", engine=engine
-            ) as session:
-                dataset = session.register_dataset(
-                    body.name,
-                    source=str(source),
-                    privacy_unit=body.privacy_unit,
-                    budget=Budget(body.budget.epsilon, body.budget.delta),
-                    policy=PrivacyPolicy(**body.policy.model_dump()),
-                    adjacency=body.adjacency,
-                    bounds={k: (v[0], v[1]) for k, v in body.bounds.items()},
-                    keys=body.keys,
-                    kinds=body.kinds,
-                    policies=body.policies,
-                    max_rows_per_unit=body.max_rows_per_unit,
-                    max_groups_per_unit=body.max_groups_per_unit or None,
-                    typical={k: (v[0], v[1]) for k, v in body.typical.items()},
-                    snapshot=body.snapshot,
-                )
-                stored = worker.ledger.profile(dataset.name, dataset.snapshot)
-                return {
-                    "dataset": dataset_document(dataset.name, stored.snapshot, stored.profile),
-                    "linked": dataset.linked,
-                }
-        finally:
-            engine.close()
-            connection.close()
+    def act(session: Session, worker: Worker) -> dict[str, Any]:
+        dataset = session.register_dataset(
+            body.name,
+            source=str(source),
+            privacy_unit=body.privacy_unit,
+            budget=Budget(body.budget.epsilon, body.budget.delta),
+            policy=PrivacyPolicy(**body.policy.model_dump()),
+            adjacency=body.adjacency,
+            bounds={k: (v[0], v[1]) for k, v in body.bounds.items()},
+            keys=body.keys,
+            kinds=body.kinds,
+            policies=body.policies,
+            max_rows_per_unit=body.max_rows_per_unit,
+            max_groups_per_unit=body.max_groups_per_unit or None,
+            typical={k: (v[0], v[1]) for k, v in body.typical.items()},
+            snapshot=body.snapshot,
+        )
+        stored = worker.ledger.profile(dataset.name, dataset.snapshot)
+        return {
+            "dataset": dataset_document(dataset.name, stored.snapshot, stored.profile),
+            "linked": dataset.linked,
+        }
 
-    result = await caller.run_worker(work)
+    result = await caller.run_worker(on_own_engine(analyst, act))
+    caller.service.workers.invalidate()
+    return result
+
+
+@router.post("/amendments", response_model=AmendedOut, status_code=201)
+async def amend(body: AmendIn, caller: StewardDep) -> dict[str, Any]:
+    """Correct a dataset's declarations: a new version of its newest snapshot on the same budget."""
+    analyst = caller.identity.analyst
+
+    def act(session: Session, worker: Worker) -> dict[str, Any]:
+        dataset = session.amend_dataset(
+            body.dataset,
+            bounds={k: None if v is None else (v[0], v[1]) for k, v in body.bounds.items()},
+            keys=body.keys,
+            kinds=body.kinds,
+            policies=body.policies,
+            typical={k: None if v is None else (v[0], v[1]) for k, v in body.typical.items()},
+            max_rows_per_unit=body.max_rows_per_unit,
+            max_groups_per_unit=body.max_groups_per_unit,
+            policy=None if body.policy is None else PrivacyPolicy(**body.policy.model_dump()),
+            snapshot=body.snapshot,
+        )
+        stored = worker.ledger.profile(dataset.name, dataset.snapshot)
+        return {
+            "dataset": dataset_document(dataset.name, stored.snapshot, stored.profile),
+            "amended": list(dataset.amended),
+        }
+
+    result = await caller.run_worker(on_own_engine(analyst, act))
     caller.service.workers.invalidate()
     return result
 

@@ -94,7 +94,7 @@ def register_events(cli: Cli, *extra: str) -> None:
         "--keys", "region=north,south,east,west",
         "--max-rows-per-unit", "3",
         "--budget-epsilon", "10", "--budget-delta", "1e-8",
-        "--privacy-policy", str(policy),
+        "--privacy-policy", str(policy), "--create",
         *extra,
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr

@@ -111,7 +111,9 @@ def test_a_bad_registration_is_refused_and_registers_nothing(cli: Cli, case: str
     pairs = [item for flag, value in base.items() for item in (flag, value)]
     if "--bound" not in base:
         pairs += ["--bound", "hours=0:24"]
-    result = cli.steward("dataset", "add", "events", "--source", str(source), "--privacy-policy", str(policy), *pairs)
+    result = cli.steward(
+        "dataset", "add", "events", "--source", str(source), "--privacy-policy", str(policy), "--create", *pairs
+    )
     assert result.exit_code == 2, (result.stdout, result.stderr)
     for fragment in fragments:
         assert fragment in result.stderr
@@ -123,7 +125,7 @@ def test_a_privacy_policy_with_a_typo_is_refused(cli: Cli) -> None:
     policy = write_yaml(cli.root / "policy.yaml", _without(POLICY, "approved_by") | {"aproved_by": "me"})
     result = cli.steward(
         "dataset", "add", "events", "--source", str(write_csv(cli.root / "e.csv")), "--unit", "person_id",
-        "--budget-epsilon", "10", "--privacy-policy", str(policy),
+        "--budget-epsilon", "10", "--privacy-policy", str(policy), "--create",
     )  # fmt: skip
     assert result.exit_code == 2
     assert "privacy policy" in result.stderr and "did you mean 'approved_by'" in result.stderr

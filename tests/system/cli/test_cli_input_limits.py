@@ -123,7 +123,9 @@ def test_dataset_add_refuses_over_long_numbers(cli: Cli, tmp_path: Path) -> None
 _DRIVER = """
 import json, os, sys, traceback
 from dpsense.cli import main
-import dpsense.cli._app  # imported once, before the forks
+import dpsense.cli._app  # imported once, before the forks, with what its commands import when they run
+import dpsense.cli._output, dpsense.cli._progress, dpsense.cli._spec, dpsense.interface.documents
+from dpsense.release import Session
 out = []
 for i, args in enumerate(json.load(sys.stdin)):
     err = os.path.join(sys.argv[1], f"err{i}")

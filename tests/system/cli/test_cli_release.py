@@ -33,7 +33,7 @@ def test_dataset_add_registers_once_and_links_the_same_data(cli: Cli) -> None:
     added = cli.steward(
         "dataset", "add", "events", "--source", str(source), "--unit", "person_id",
         "--bound", "hours=0:24", "--policy", "hours=clamp", "--keys", "region=north,south,east,west",
-        "--budget-epsilon", "4", "--privacy-policy", str(policy),
+        "--budget-epsilon", "4", "--privacy-policy", str(policy), "--create",
     )  # fmt: skip
     assert added.exit_code == 0, added.stderr
     assert "'events' snapshot 'v1': registered" in added.stdout
@@ -208,6 +208,7 @@ def test_a_typical_range_declared_with_the_cli_makes_the_mean_clip_adaptively(cl
     added = cli.steward(
         "dataset", "add", "events", "--source", str(source), "--unit", "person_id", "--bound", "hours=0:24",
         "--typical", "hours=1:3", "--max-rows-per-unit", "3", "--budget-epsilon", "10", "--privacy-policy", str(policy),
+        "--create",
     )  # fmt: skip
     assert added.exit_code == 0, added.stderr
     assert "[0, 24] typical [1, 3]" in added.stdout  # the profile shows the declaration
@@ -228,7 +229,7 @@ def test_a_bad_typical_range_in_the_cli_names_the_flag_and_registers_nothing(
     policy = write_yaml(cli.root / "policy.yaml", POLICY)
     result = cli.steward(
         "dataset", "add", "events", "--source", str(source), "--unit", "person_id", "--bound", "hours=0:24",
-        "--typical", typical, "--budget-epsilon", "10", "--privacy-policy", str(policy),
+        "--typical", typical, "--budget-epsilon", "10", "--privacy-policy", str(policy), "--create",
     )  # fmt: skip
     assert result.exit_code == 2 and message in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
     assert cli.steward("budget", "events").exit_code != 0

@@ -54,7 +54,7 @@ def test_dataset_add_refuses_spark_options_without_the_spark_engine(cli: Cli) ->
     policy = write_yaml(cli.root / "policy.yaml", POLICY)
     added = cli.steward(
         "dataset", "add", "events", "--source", str(source), "--unit", "person_id",
-        "--budget-epsilon", "4", "--privacy-policy", str(policy), "--spark-collect-limit", "1000",
+        "--budget-epsilon", "4", "--privacy-policy", str(policy), "--spark-collect-limit", "1000", "--create",
     )  # fmt: skip
     assert added.exit_code == 2
     assert "--spark-collect-limit: only valid with the Spark engine" in added.stderr
@@ -80,7 +80,7 @@ def _register(cli: Cli, *engine: str) -> None:
         "dataset", "add", "events", "--source", str(source), "--unit", "person_id",
         "--bound", "hours=0:24", "--bound", "age=0:120", "--keys", "region=north,south,east,west",
         "--max-rows-per-unit", "3", "--budget-epsilon", str(2 * EPSILON), "--privacy-policy", str(policy),
-        *engine,
+        "--create", *engine,
     )  # fmt: skip
     assert added.exit_code == 0, added.stderr
     assert cli.steward("analyst", "add", "alice").exit_code == 0
@@ -139,7 +139,7 @@ def test_a_spark_table_name_is_a_cli_source(tmp_path: Path) -> None:
     added = cli.steward(
         "dataset", "add", "events", "--source", "cli_events", "--unit", "person_id",
         "--bound", "hours=0:24", "--max-rows-per-unit", "3", "--budget-epsilon", "2",
-        "--privacy-policy", str(policy), "--engine", "spark",
+        "--privacy-policy", str(policy), "--engine", "spark", "--create",
     )  # fmt: skip
     assert added.exit_code == 0, added.stderr
     assert "registered" in added.stdout

@@ -1,7 +1,7 @@
 """16 processes race to debit one budget; the ledger must never overspend (both backends).
 
 Each round: 16 processes x 200 attempts of ε = 0.01 (reserve + commit) against a cap of ε = 10.
-Exactly 1000 succeed, every other attempt is refused with BudgetExhausted; 20 rounds on each
+Exactly 1000 succeed, every other attempt is refused with BudgetExhausted; 8 rounds on each
 backend (about 1 s per round on SQLite and 2.5 s on PostgreSQL, 2 cores). ``DPSENSE_LEDGER_ROUNDS``
 and ``DPSENSE_LEDGER_ATTEMPTS`` (per process; the cap scales with it) override them for quick runs.
 """
@@ -22,7 +22,7 @@ PROCESSES = 16
 ATTEMPTS = int(os.environ.get("DPSENSE_LEDGER_ATTEMPTS") or 200)
 #: Debits of ε = 0.01 the cap admits: 5/16 of the attempts succeed.
 SUCCESSES = PROCESSES * ATTEMPTS * 5 // 16
-ROUNDS = int(os.environ.get("DPSENSE_LEDGER_ROUNDS") or 20)
+ROUNDS = int(os.environ.get("DPSENSE_LEDGER_ROUNDS") or 8)
 
 
 RECORD = ReleaseRecord(0.5, "laplace", "1", {}, "person_id", "add_remove", "0.1.0")

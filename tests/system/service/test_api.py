@@ -332,3 +332,25 @@ def test_a_group_key_typo_over_http_is_a_400_with_the_closest_key(service: Servi
         response.json()["error"].get("fix", "")
     )
     assert _spent(service) == before
+
+
+def test_a_steward_amends_declarations_over_http_as_a_new_version_on_the_same_budget(service: Service) -> None:
+    steward = service.api("steward")
+    planted_frame(300).to_csv(service.data_dir / "amendable.csv", index=False)
+    body = {**_register(), "name": "amendable", "source": "amendable.csv", "max_groups_per_unit": {}}
+    assert steward.post("/v1/steward/datasets", body).status_code == 201
+    budget = steward.get("/v1/datasets/amendable/budget").json()
+    amended = steward.post(
+        "/v1/steward/amendments", {"dataset": "amendable", "bounds": {"hours": [0, 48]}, "typical": {"hours": None}}
+    )
+    assert amended.status_code == 201, amended.text
+    assert amended.json()["dataset"]["snapshot"] == "v1.2"
+    assert amended.json()["amended"] == ["bounds of column 'hours': registered ['0/1', '24/1'], given ['0/1', '48/1']"]
+    shown = service.api("dave").get("/v1/datasets/amendable").json()
+    assert shown["snapshot"] == "v1.2" and shown["columns"]["hours"]["bounds"] == ["0/1", "48/1"]
+    assert steward.get("/v1/datasets/amendable/budget").json() == budget
+    same = steward.post("/v1/steward/amendments", {"dataset": "amendable", "bounds": {"hours": [0, 48]}})
+    assert same.status_code == 400 and "changes no declaration" in same.json()["error"]["message"]
+    unknown = steward.post("/v1/steward/amendments", {"dataset": "amendable", "bounds": {"hours": [0, 48]}, "x": 1})
+    assert unknown.status_code == 422
+    assert service.api("dave").post("/v1/steward/amendments", {"dataset": "amendable"}).status_code == 403
