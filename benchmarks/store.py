@@ -146,7 +146,10 @@ def main() -> int:
         path = workdir / "events.parquet"
         make_events(path, rows)
         url = f"sqlite:///{workdir / 'ledger.db'}"
-        env = {**os.environ, "DPSENSE_LEDGER": url, "DPSENSE_ANALYST": "alice"}
+        # Installed packages carry their compiled bytecode; a machine that forbids writing it (as this one's
+        # PYTHONDONTWRITEBYTECODE=1 does) would make every process compile dpsense's sources again.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env |= {"DPSENSE_LEDGER": url, "DPSENSE_ANALYST": "alice"}
         baseline_register = plain_registration(path)
         registration = register(url, path)
         store_files = sorted((workdir / "ledger.db.store").glob("*.duckdb"))
@@ -164,7 +167,7 @@ def main() -> int:
 
         def cli_plain() -> None:
             code = f"import duckdb; duckdb.connect().execute({plain_sql!r}).fetchall()"
-            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+            subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
 
         def cli_cached() -> None:
             subprocess.run(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpsense.interface.documents import loss_document, stored_document, table_rows
+from dpsense.interface.documents import cell, loss_document, stored_document
 
 if TYPE_CHECKING:
     from dpsense.ledger import AuditReport, BudgetStatus, ChargeRecord, StoredRelease
@@ -96,7 +96,8 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def release_rows(release: Release | SqlRelease) -> tuple[list[str], list[list[Any]]]:
     """The release's public table as (columns, rows): noisy values and the public error bounds."""
-    return table_rows(release.table)
+    columns, rows = release.rows()  # not release.table: pandas would cost the CLI half a second
+    return columns, [[cell(v) for v in row] for row in rows]
 
 
 def release_csv(release: Release | SqlRelease) -> str:

@@ -6,6 +6,7 @@ what the ledger committed, so a cached answer and a fresh one look the same (``c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,20 @@ class Release:
             shown.extend((name + suffix, i) for suffix, i in owned.get(label, []))
         return shown
 
+    def rows(self) -> tuple[list[str], list[list[Any]]]:
+        """The table's column names and rows as plain Python values, without pandas (a CLI prints these).
+
+        The columns of ``table``, in the same order: error columns that are empty in every row are left out.
+        """
+        shown = self._shown()
+        rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
+        keep = [
+            j
+            for j, (name, _) in enumerate(shown)
+            if not (name.endswith(ERROR_SUFFIX) and rows and all(_missing(row[j]) for row in rows))
+        ]
+        return [shown[j][0] for j in keep], [[row[j] for j in keep] for row in rows]
+
     @property
     def table(self) -> pd.DataFrame:
         """The noisy values, one row per group, with an ``<name>_error95`` column per statistic.
@@ -107,10 +122,10 @@ class Release:
         where one follows from public facts, and is empty (NaN) where none does (quantiles, smooth
         sensitivity). See ``explain()`` for how each was made.
         """
-        shown = self._shown()
-        rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
         import pandas as pd
 
+        shown = self._shown()
+        rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
         frame = pd.DataFrame(rows, columns=[c for c, _ in shown])
         empty = [c for c in frame.columns if c.endswith(ERROR_SUFFIX) and frame[c].isna().all()]
         return frame.drop(columns=empty)
@@ -142,3 +157,8 @@ class Release:
         )
         lines.append(f"Release id {self.record.release_id}; code version {self.record.code_version}.")
         return "\n".join(lines)
+
+
+def _missing(value: object) -> bool:
+    """None or NaN: an empty cell (pandas' ``isna`` on a stored value)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))

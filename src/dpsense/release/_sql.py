@@ -8,9 +8,12 @@ aggregate times or divided by a constant, plus or minus a constant.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
@@ -44,19 +47,35 @@ class SqlRelease:
         """The stored release behind the answer."""
         return self.release.record
 
+    def rows(self) -> tuple[list[str], list[list[Any]]]:
+        """The SQL table's column names and rows as plain values, without pandas (a CLI prints these)."""
+        names, columns = self._columns()
+        rows = [[_plain(column[i]) for column in columns] for i in range(len(self.release.record.value["rows"]))]
+        return names, rows
+
     @property
     def table(self) -> pd.DataFrame:
         """One column per SELECT item (by alias), with ``_error95`` columns where they carry over exactly."""
-        base = self.release.table
-        columns: dict[str, Any] = {}
-        for out in self.outputs:
-            columns[out.alias] = _evaluate(out.expr, lambda leaf: base[leaf[1]])
-            error = _error(out.expr, base)
-            if error is not None:
-                columns[out.alias + ERROR_SUFFIX] = error
         import pandas as pd
 
-        return pd.DataFrame(columns)
+        names, columns = self._columns()
+        return pd.DataFrame(dict(zip(names, columns, strict=True)))
+
+    def _columns(self) -> tuple[list[str], list[Any]]:
+        """Each SELECT item (and its error column where it carries over) as a numpy array, by alias."""
+        base_names, base_rows = self.release.rows()
+        base = {name: _array([row[j] for row in base_rows]) for j, name in enumerate(base_names)}
+        names: list[str] = []
+        columns: list[Any] = []
+        with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf, 0/0 NaN: as the noisy values say
+            for out in self.outputs:
+                names.append(out.alias)
+                columns.append(_broadcast(_evaluate(out.expr, lambda leaf: base[leaf[1]]), len(base_rows)))
+                error = _error(out.expr, base)
+                if error is not None:
+                    names.append(out.alias + ERROR_SUFFIX)
+                    columns.append(error)
+        return names, columns
 
     def explain(self) -> str:
         """The release's explain report, then how each SQL column is computed from it (free)."""
@@ -65,11 +84,11 @@ class SqlRelease:
         return "\n".join(lines)
 
 
-def _error(expr: Expr, base: pd.DataFrame) -> Any:
+def _error(expr: Expr, base: Mapping[str, Any]) -> Any:
     kind = expr[0]
     if kind == "agg":
         column = expr[1] + ERROR_SUFFIX
-        return base[column] if column in base.columns else None
+        return base.get(column)
     if kind == "neg":
         return _error(expr[1], base)
     if kind in ("mul", "div", "add", "sub"):
@@ -88,6 +107,25 @@ def _error(expr: Expr, base: pd.DataFrame) -> Any:
             inner = _error(right, base)
             return None if inner is None else inner * abs(float(left[1]))
     return None
+
+
+def _array(values: list[Any]) -> Any:
+    """A column as a numpy array: float where every value is a number or missing, else the values as they are."""
+    if all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values):
+        if all(isinstance(v, int) for v in values):
+            return np.asarray(values, dtype=np.int64) if values else np.asarray(values, dtype=np.float64)
+        return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    return np.asarray(values, dtype=object)
+
+
+def _broadcast(value: Any, n: int) -> Any:
+    """A constant SELECT item (``SELECT 1``) as a column of ``n`` rows; an array as it is."""
+    return value if isinstance(value, np.ndarray) else np.full(n, value)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _show(expr: Expr) -> str:

@@ -140,6 +140,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         self.shared = shared
         self._owns_connection = connection is None
         self._con = duckdb.connect(database) if connection is None else connection
+        if connection is None:  # DuckDB's own progress bar would write into a CLI's stdout (a --json document)
+            self._con.execute("SET enable_progress_bar = false")
         self._tables: dict[str, tuple[str, TableInfo]] = {}  # public name -> (SQL relation, schema)
         self._copies: set[str] = set()  # source copies this engine created
         self._temporaries: dict[str, str] = {}  # bounded views kept as temporary tables -> the relation read
