@@ -362,6 +362,17 @@ def dataset_add(
         io.out.print(f"budget {out.loss_text(status.cap)}, spent {out.loss_text(status.spent)}", markup=False)
 
 
+def _pairs(flag: str, items: list[str] | None) -> list[tuple[str, str]]:
+    """``["n=50"]`` -> ``[("n", "50")]`` for a NAME=VALUE option (a malformed item names the flag)."""
+    pairs = []
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UsageError(f"{flag} takes NAME=VALUE", item, f"write e.g. {flag} n=50")
+        pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
 #: What ``dataset amend --remove`` can take away, by its flag's name.
 _REMOVABLE = ("bound", "typical", "keys", "max-groups")
 
@@ -639,6 +650,14 @@ def sql_release(
 @app.command()
 def preview(
     spec_yaml: SpecArg,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target",
+            metavar="NAME=ERROR",
+            help="Also print the least ε at which statistic NAME's 95% error is at most ERROR (e.g. n=50).",
+        ),
+    ] = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     store: StoreOpt = None,
     analyst: AnalystOpt = None,
@@ -647,19 +666,30 @@ def preview(
     spark_master: SparkMasterOpt = None,
     spark_collect_limit: SparkCollectLimitOpt = None,
 ) -> None:
-    """Print the plan a release would run (mechanisms, sensitivities, cost), without charging anything."""
+    """Print the plan a release would run (mechanisms, sensitivities, cost) and each statistic's expected error.
+
+    Nothing is charged and no data is read. With --target NAME=ERROR, also the least ε at which that
+    statistic's 95% error bound is at most ERROR (up to the policy's per-release cap).
+    """
     from dpsense.cli import _output as out
     from dpsense.cli._spec import load_release_spec
 
     with _command() as io:
+        targets = {name: float(number_option("--target", value)) for name, value in _pairs("--target", target)}
         spec, query = load_release_spec(spec_yaml)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit), spec.engine_settings())
         with _session(ledger, analyst, steward, choice, store=store) as session:
             with io.err.status(f"loading {spec.dataset!r} and checking its fingerprint…"):
                 session.dataset(spec.dataset, source=spec.source_path(spec_yaml), snapshot=spec.snapshot)
             plan = session.preview(query, epsilon=spec.epsilon, delta=spec.delta, public_n=spec.public_n)
+            expected = session.forecast(query, epsilon=spec.epsilon, delta=spec.delta)
+            needed = session.epsilon_for(query, error=targets, delta=spec.delta) if targets else None
             status = session.budget(spec.dataset)
         io.out.print(plan.explain(), markup=False)
+        io.out.print(expected.text(), markup=False, soft_wrap=True)
+        if needed is not None:
+            wanted = ", ".join(f"{name!r} within ±{value:g}" for name, value in targets.items())
+            io.out.print(f"least ε for {wanted}: {out.decimal_text(needed)}", markup=False)
         io.out.print(
             f"preview only: nothing charged. A release would charge {out.loss_text(plan.requested)}; "
             f"remaining {out.loss_text(status.remaining)}",

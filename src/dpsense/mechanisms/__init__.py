@@ -6,9 +6,9 @@ docstring; all randomness comes from ``dpsense.noise``.
 
 from dpsense.mechanisms.approx_bounds import ApproxBounds, approx_bounds
 from dpsense.mechanisms.clipped_mean import clipped_mean
-from dpsense.mechanisms.discrete import discrete_gaussian, geometric
+from dpsense.mechanisms.discrete import discrete_gaussian, geometric, geometric_accuracy
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
-from dpsense.mechanisms.gaussian import gaussian
+from dpsense.mechanisms.gaussian import gaussian, gaussian_accuracy
 from dpsense.mechanisms.inverse_family import (
     inverse_sensitivity_min_distance,
     inverse_sensitivity_triangle_count,
@@ -17,7 +17,7 @@ from dpsense.mechanisms.inverse_family import (
 )
 from dpsense.mechanisms.inverse_sensitivity import inverse_sensitivity_median, inverse_sensitivity_order_statistic
 from dpsense.mechanisms.joint_quantiles import recursive_quantiles
-from dpsense.mechanisms.laplace import laplace
+from dpsense.mechanisms.laplace import laplace, laplace_accuracy
 from dpsense.mechanisms.local import (
     k_ary_randomized_response,
     optimized_unary_encoding,
@@ -63,7 +63,9 @@ __all__ = [
     "estimate_proportion_rr",
     "exponential_mechanism",
     "gaussian",
+    "gaussian_accuracy",
     "geometric",
+    "geometric_accuracy",
     "inverse_sensitivity_median",
     "inverse_sensitivity_min_distance",
     "inverse_sensitivity_order_statistic",
@@ -72,6 +74,7 @@ __all__ = [
     "inverse_sensitivity_with_family",
     "k_ary_randomized_response",
     "laplace",
+    "laplace_accuracy",
     "optimized_unary_encoding",
     "propose_test_release",
     "ptr_min_distance",

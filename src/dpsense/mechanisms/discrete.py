@@ -23,7 +23,7 @@ from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP, check_delta, check_epsilon, check_rho
 from dpsense.mechanisms._accuracy import discrete_gaussian_on_grid, discrete_laplace_on_grid
 from dpsense.mechanisms._validate import as_int_values, check_confidence, check_sensitivity
-from dpsense.mechanisms.result import MechanismResult
+from dpsense.mechanisms.result import Accuracy, MechanismResult
 from dpsense.noise import exact, pool
 
 POOL_MAX = 64
@@ -44,6 +44,13 @@ def _draw(kind: str, parameter: Fraction, n: int) -> np.ndarray[Any, np.dtype[np
     return pool.pooled_discrete_gaussian(parameter, n) if n <= POOL_MAX else exact.discrete_gaussian(parameter, n)
 
 
+def geometric_accuracy(*, sensitivity: NumberLike, epsilon: NumberLike, confidence: float = 0.95) -> Accuracy:
+    """The accuracy ``geometric`` states for these public parameters, before any value is known (a forecast)."""
+    scale = Fraction(_integer_sensitivity(sensitivity)) / check_epsilon(epsilon)
+    conf = check_confidence(confidence)
+    return discrete_laplace_on_grid(scale, 1.0, conf, name="discrete Laplace (geometric)", snapped=False)
+
+
 def geometric(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confidence: float = 0.95) -> MechanismResult:
     """Release an integer query plus discrete Laplace noise of scale Delta/epsilon (pure epsilon-DP)."""
     eps = check_epsilon(epsilon)
@@ -55,7 +62,7 @@ def geometric(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confi
     return MechanismResult(
         value=int(out[0]) if scalar else out.reshape(np.shape(value)),
         loss=PureDP(eps),
-        accuracy=discrete_laplace_on_grid(scale, 1.0, conf, name="discrete Laplace (geometric)", snapped=False),
+        accuracy=geometric_accuracy(sensitivity=sens, epsilon=eps, confidence=conf),
         mechanism="geometric@1",
         guarantee="pure ε-DP for integer L1 sensitivity Δ (geometric mechanism; exact CKS 2020 sampler)",
         details={"scale": scale},

@@ -32,7 +32,7 @@ from dpsense.core.numbers import DELTA_SLACK, NumberLike
 from dpsense.core.privacy_loss import ApproxDP, check_delta, check_epsilon
 from dpsense.mechanisms._accuracy import discrete_gaussian_on_grid
 from dpsense.mechanisms._validate import as_float_values, check_confidence, check_sensitivity
-from dpsense.mechanisms.result import MechanismResult
+from dpsense.mechanisms.result import Accuracy, MechanismResult
 from dpsense.noise import exact, grid, pool
 
 RESOLUTION_BITS = 13
@@ -86,6 +86,15 @@ def gaussian_scale_ok(*, sensitivity: NumberLike, epsilon: NumberLike, delta: Nu
     return exact.discrete_gaussian_variance_ok(sigma2)
 
 
+def gaussian_accuracy(
+    *, sensitivity: NumberLike, epsilon: NumberLike, delta: NumberLike, dimension: int = 1, confidence: float = 0.95
+) -> Accuracy:
+    """The accuracy ``gaussian`` states for these public parameters, before any value is known (a forecast)."""
+    k, sigma2, _ = gaussian_plan(sensitivity=sensitivity, epsilon=epsilon, delta=delta, dimension=dimension)
+    g = float(np.ldexp(1.0, k))
+    return discrete_gaussian_on_grid(sigma2, g, check_confidence(confidence), name=f"discrete Gaussian on grid 2^{k}")
+
+
 def gaussian(
     value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, delta: NumberLike, confidence: float = 0.95
 ) -> MechanismResult:
@@ -115,7 +124,7 @@ def gaussian(
     return MechanismResult(
         value=float(out[0]) if scalar else out.reshape(np.shape(value)),
         loss=ApproxDP(eps, dlt),
-        accuracy=discrete_gaussian_on_grid(sigma2, g, conf, name=f"discrete Gaussian on grid 2^{k}"),
+        accuracy=gaussian_accuracy(sensitivity=sens, epsilon=eps, delta=dlt, dimension=values.size, confidence=conf),
         mechanism=VERSION,
         guarantee=(
             "(ε, δ)-DP for L2 sensitivity Δ; sampled as a discrete Gaussian on a grid, calibrated with "

@@ -25,7 +25,7 @@ from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms._accuracy import continuous_laplace, discrete_laplace_on_grid
 from dpsense.mechanisms._validate import as_float_values, check_confidence, check_sensitivity
-from dpsense.mechanisms.result import MechanismResult
+from dpsense.mechanisms.result import Accuracy, MechanismResult
 from dpsense.noise import exact, grid, pool
 
 #: Grid steps per unit of scale: at least 2**24 steps per Delta/epsilon and at least 2**24 d per Delta
@@ -60,6 +60,19 @@ def laplace_scale_ok(*, sensitivity: NumberLike, epsilon: NumberLike, dimension:
     return exact.discrete_laplace_scale_ok(Fraction(t))
 
 
+def laplace_accuracy(
+    *, sensitivity: NumberLike, epsilon: NumberLike, dimension: int = 1, confidence: float = 0.95
+) -> Accuracy:
+    """The accuracy ``laplace`` states for these public parameters, before any value is known (a forecast).
+
+    Per coordinate: the discrete Laplace of the plan's scale t on the grid 2**k, plus half a step of
+    snapping; exactly the statement ``laplace`` returns with its release.
+    """
+    k, t = laplace_plan(sensitivity=sensitivity, epsilon=epsilon, dimension=dimension)
+    g = float(np.ldexp(1.0, k))
+    return discrete_laplace_on_grid(t, g, check_confidence(confidence), name=f"discrete Laplace on grid 2^{k}")
+
+
 def laplace(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confidence: float = 0.95) -> MechanismResult:
     """Release ``value + Laplace noise`` with pure epsilon-DP, float-safely.
 
@@ -85,12 +98,11 @@ def laplace(value: Any, *, sensitivity: NumberLike, epsilon: NumberLike, confide
         else exact.discrete_laplace(scale, values.size)
     )
     out = grid.unsnap(grid.snap(values, k), noise, k)
-    g = float(np.ldexp(1.0, k))
     nominal = float(sens / eps)
     return MechanismResult(
         value=float(out[0]) if scalar else out.reshape(np.shape(value)),
         loss=PureDP(eps),
-        accuracy=discrete_laplace_on_grid(t, g, conf, name=f"discrete Laplace on grid 2^{k}"),
+        accuracy=laplace_accuracy(sensitivity=sens, epsilon=eps, dimension=values.size, confidence=conf),
         mechanism=VERSION,
         guarantee="pure ε-DP for L1 sensitivity Δ (Dwork-Roth Thm 3.6), sampled exactly on a grid (CKS 2020 Alg. 2)",
         details={

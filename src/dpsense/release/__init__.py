@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the real types for mypy and IDEs; at run time they load on first use (``__getattr__``)
     from dpsense.release._datasets import Dataset as Dataset
+    from dpsense.release._forecast import ExpectedError as ExpectedError
+    from dpsense.release._forecast import Forecast as Forecast
     from dpsense.release._policy import DELTA_POPULATION_FACTOR as DELTA_POPULATION_FACTOR
     from dpsense.release._policy import Budget as Budget
     from dpsense.release._policy import PrivacyPolicy as PrivacyPolicy
@@ -32,6 +34,8 @@ _HOMES = {
     "MECHANISM_VERSION": "dpsense.release._session",
     "Budget": "dpsense.release._policy",
     "Dataset": "dpsense.release._datasets",
+    "ExpectedError": "dpsense.release._forecast",
+    "Forecast": "dpsense.release._forecast",
     "PrivacyPolicy": "dpsense.release._policy",
     "Release": "dpsense.release._release",
     "Session": "dpsense.release._session",
@@ -44,6 +48,8 @@ __all__ = [
     "MECHANISM_VERSION",
     "Budget",
     "Dataset",
+    "ExpectedError",
+    "Forecast",
     "PrivacyPolicy",
     "Release",
     "Session",

@@ -43,6 +43,7 @@ from dpsense.core.errors import (
     UsageError,
 )
 from dpsense.core.numbers import NumberLike
+from dpsense.core.privacy_loss import ApproxDP
 from dpsense.engine import Engine
 from dpsense.ledger import Anchor, AuditReport, BudgetStatus, Ledger, ReleaseRecord, Reservation, Scope, StoredRelease
 from dpsense.noise.entropy import is_test_source_active, random_bytes
@@ -52,6 +53,7 @@ from dpsense.query._values import PublicValue
 from dpsense.release._admission import admit
 from dpsense.release._datasets import Amendment, Dataset, Declaration, amend, attach, load_stored, register
 from dpsense.release._executor import check_executable, collect_bound, execute
+from dpsense.release._forecast import ExpectedError, Forecast, epsilon_for, forecast, goal_check
 from dpsense.release._policy import Budget, PrivacyPolicy, check_budget_policy, check_release_policy
 from dpsense.release._profile import Profile, public_units
 from dpsense.release._progress import Progress, no_progress, release_stages
@@ -377,6 +379,44 @@ class Session:
         """The plan a release would run (mechanisms, sensitivities, cost), without charging or reading data."""
         return self._planned(query, epsilon=epsilon, delta=delta, public_n=public_n)[2]
 
+    def forecast(self, query: Query, *, epsilon: NumberLike, delta: NumberLike = 0) -> Forecast:
+        """Each statistic's expected error at (``epsilon``, ``delta``), before spending (reads no data).
+
+        The bounds a release would state in its ``_error95`` columns, from public facts
+        (``dpsense.release._forecast``): a number for counts, sums and histograms, a formula in the
+        group's size for a private-n mean, and a note where the mechanism calibrates to the data. The
+        privacy policy's ``minimum_useful_accuracy`` ("counts within ±50") is checked against it.
+        """
+        dataset, ir, the_plan, _, names = self._planned(query, epsilon=epsilon, delta=delta, public_n=None)
+        expected = tuple(forecast(ir, the_plan, names))
+        requested = the_plan.requested
+        eps = requested.epsilon
+        dlt = requested.delta if isinstance(requested, ApproxDP) else Fraction(0)
+        goal = (dataset.profile.policy or {}).get("minimum_useful_accuracy")
+        return Forecast(eps, dlt, expected, tuple(goal_check(goal, expected, eps)))
+
+    def epsilon_for(self, query: Query, *, error: float | Mapping[str, float], delta: NumberLike = 0) -> Fraction:
+        """The least ε (3 significant digits, rounded up) at which each named statistic's error is at most its target.
+
+        ``error`` is one target for every statistic of the query, or ``{name: target}``; targets are
+        the 95 % bounds ``forecast`` gives, in the statistics' units. Searched up to the policy's
+        per-release ε cap; refused (``UsageError``) when even that misses, or for a statistic whose
+        error has no number before the data (a mean's depends on its group's size: target its sum and
+        count). Reads no data, charges nothing.
+        """
+        dataset = self._attached(query)
+        targets = dict(error) if isinstance(error, Mapping) else dict.fromkeys(query.output_names(), error)
+        policy = dataset.profile.policy or {}
+        largest = Fraction(policy["per_release_epsilon"]) if "per_release_epsilon" in policy else Fraction(100)
+
+        def at(epsilon: Fraction) -> tuple[ExpectedError, ...] | None:
+            try:
+                return self.forecast(query, epsilon=epsilon, delta=delta).expected
+            except DPSenseError:
+                return None
+
+        return epsilon_for(targets, at, largest=largest)
+
     def _planned(
         self, query: Query, *, epsilon: NumberLike, delta: NumberLike, public_n: int | None
     ) -> tuple[Dataset, QueryIR, Plan, int | None, tuple[tuple[str, str], ...]]:
@@ -543,6 +583,11 @@ class Session:
         """The plan of a SQL question, without charging or reading data."""
         parsed = _parse_sql(text, schema_for=self._sql_schema)
         return self.preview(parsed.query, epsilon=epsilon, delta=delta)
+
+    def forecast_sql(self, text: str, *, epsilon: NumberLike, delta: NumberLike = 0) -> Forecast:
+        """``forecast`` of a SQL question (its aggregates by their canonical names), reading no data."""
+        parsed = _parse_sql(text, schema_for=self._sql_schema)
+        return self.forecast(parsed.query, epsilon=epsilon, delta=delta)
 
     def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
         """Cap, spend and remainder of the dataset's total budget (or of a sub-budget ``scope``)."""

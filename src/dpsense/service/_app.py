@@ -10,6 +10,7 @@ routes' shared dependencies in ``_deps`` (so neither route module imports the ot
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any, TypeVar
@@ -28,7 +29,7 @@ from dpsense.interface.documents import (
 )
 from dpsense.interface.spec import Name
 from dpsense.ledger import Scope
-from dpsense.release import Dataset, Session
+from dpsense.release import Dataset, Forecast, Session
 from dpsense.service import _errors
 from dpsense.service._body import BodyCheck, load_yaml, off_loop
 from dpsense.service._deps import ERRORS, Caller, CallerDep, Service
@@ -127,7 +128,8 @@ async def preview(body: ReleaseBody, caller: CallerDep) -> dict[str, Any]:
     def work(session: Session) -> dict[str, Any]:
         attach(session, body.dataset, body.snapshot)
         plan = session.preview(query, epsilon=body.epsilon, delta=body.delta, public_n=body.public_n)
-        return preview_doc(session, plan.dataset, plan.requested, plan.explain())
+        expected = session.forecast(query, epsilon=body.epsilon, delta=body.delta)
+        return preview_doc(session, plan.dataset, plan.requested, plan.explain(), expected)
 
     return await caller.run(work)
 
@@ -138,7 +140,8 @@ async def preview_sql(body: SqlBody, caller: CallerDep) -> dict[str, Any]:
 
     def work(session: Session) -> dict[str, Any]:
         plan = session.preview_sql(body.sql, epsilon=body.epsilon, delta=body.delta)
-        return preview_doc(session, plan.dataset, plan.requested, plan.explain())
+        expected = session.forecast_sql(body.sql, epsilon=body.epsilon, delta=body.delta)
+        return preview_doc(session, plan.dataset, plan.requested, plan.explain(), expected)
 
     return await caller.run(work)
 
@@ -255,13 +258,15 @@ def budgets(session: Session, dataset: str) -> dict[str, Any]:
     return {"total": total, "analyst": own}
 
 
-def preview_doc(session: Session, dataset: str, requested: Any, explain: str) -> dict[str, Any]:
-    """The preview response."""
+def preview_doc(session: Session, dataset: str, requested: Any, explain: str, expected: Forecast) -> dict[str, Any]:
+    """The preview response: the plan, its cost, and each statistic's expected error."""
     return {
         "dataset": dataset,
         "would_charge": loss_document(requested),
         "explain": explain,
         "budget": budgets(session, dataset),
+        "accuracy": [dataclasses.asdict(e) for e in expected.expected],
+        "warnings": list(expected.goal_misses),
     }
 
 

@@ -76,13 +76,28 @@ class ReleasesOut(BaseModel):
     releases: list[StoredReleaseOut]
 
 
+class ExpectedErrorOut(BaseModel):
+    """One statistic's expected error at the requested ε, from public facts (``Session.forecast``)."""
+
+    name: str
+    statistic: str
+    bound: float | None = Field(description="|error| <= bound with probability `confidence`; null: no number yet")
+    confidence: float
+    how: str
+    noise_dominated_below: int | None = Field(
+        default=None, description="a private-n mean: the group size below which the bound exceeds the bounds' width"
+    )
+
+
 class PreviewOut(BaseModel):
-    """The plan a release would run and what it would charge (nothing charged, no data read)."""
+    """The plan a release would run, what it would charge and each statistic's expected error (nothing charged)."""
 
     dataset: str
     would_charge: LossOut
     explain: str
     budget: BudgetsOut
+    accuracy: list[ExpectedErrorOut]
+    warnings: list[str] = Field(description="the privacy policy's accuracy goal, where the forecast misses it")
 
 
 class DatasetOut(BaseModel):

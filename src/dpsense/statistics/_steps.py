@@ -26,6 +26,7 @@ from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.engine import ClippedSum, clipped_sum
 from dpsense.mechanisms import MechanismResult
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
+from dpsense.mechanisms.result import Accuracy
 from dpsense.noise import exact
 from dpsense.query import Family, Mechanism, PlanStep
 from dpsense.sensitivity import Sqrt
@@ -74,6 +75,24 @@ def additive_noise(step: PlanStep, values: NDArray[Any], *, confidence: float = 
         raise InternalError(f"{step.mechanism!r} is not a global-sensitivity mechanism")
     check_result_loss(result, step.loss, step)
     return result
+
+
+def planned_accuracy(step: PlanStep, dimension: int = 1, *, confidence: float = CONFIDENCE) -> Accuracy | None:
+    """What ``additive_noise`` will state for ``step`` on ``dimension`` values, before any data (a forecast).
+
+    ``None`` for a step that is not a global-sensitivity mechanism (its error depends on the data).
+    """
+    if step.sensitivity is None or step.mechanism not in (Mechanism.LAPLACE, Mechanism.GAUSSIAN, Mechanism.GEOMETRIC):
+        return None
+    sens, eps = _sensitivity(step), step.loss.epsilon
+    if step.mechanism is Mechanism.LAPLACE:
+        return mech.laplace_accuracy(sensitivity=sens, epsilon=eps, dimension=dimension, confidence=confidence)
+    if step.mechanism is Mechanism.GEOMETRIC:
+        return mech.geometric_accuracy(sensitivity=sens, epsilon=eps, confidence=confidence)
+    delta = step.loss.delta if isinstance(step.loss, ApproxDP) else 0
+    return mech.gaussian_accuracy(
+        sensitivity=sens, epsilon=eps, delta=delta, dimension=dimension, confidence=confidence
+    )
 
 
 def joint_release(

@@ -149,6 +149,21 @@ def test_preview_prints_the_plan_and_charges_nothing(registered: Cli) -> None:
     assert registered.ledger_state() == before
 
 
+def test_preview_prints_each_statistics_expected_error_and_the_epsilon_a_target_needs(registered: Cli) -> None:
+    before = registered.ledger_state()
+    count = {"dataset": "events", "epsilon": 0.5, "aggregates": {"n": {"kind": "count"}}}
+    result = registered("preview", registered.spec("count", count), "--target", "n=40")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "Expected errors at ε = 0.50" in out and "'n' (count): |error| <= " in out
+    assert "least ε for 'n' within ±40:" in out
+    mean = registered("preview", registered.spec("spec", SPEC))
+    assert "'mean_hours' (mean): depends on the group's size n" in " ".join(mean.stdout.split())
+    bad = registered("preview", registered.spec("count", count), "--target", "n")
+    assert bad.exit_code != 0 and "--target takes NAME=VALUE" in bad.stderr
+    assert registered.ledger_state() == before
+
+
 def test_an_exhausted_budget_exits_3_without_a_charge(cli: Cli) -> None:
     register_events(cli)
     count = {"dataset": "events", "aggregates": {"n": {"kind": "count"}}}

@@ -244,6 +244,10 @@ def test_preview_charges_nothing(service: Service) -> None:
     response = service.api("dave").post("/v1/preview", spec(1.5))
     assert response.status_code == 200, response.text
     assert response.json()["would_charge"]["epsilon"] == "3/2" and response.json()["explain"]
+    accuracy = response.json()["accuracy"]
+    assert [a["name"] for a in accuracy] == list(spec(1.5)["aggregates"])
+    assert all(set(a) >= {"bound", "confidence", "how"} for a in accuracy)
+    assert isinstance(response.json()["warnings"], list)
     sql = {"sql": "SELECT AVG(hours) FROM events", "epsilon": 1}
     assert service.api("dave").post("/v1/preview/sql", sql).status_code == 200
     assert _spent(service) == before

@@ -1,0 +1,243 @@
+"""Accuracy before spending: each statistic's expected error at a plan's ε, and the ε a target error needs.
+
+Everything here is computed from the plan, that is from public facts (ε, δ, adjacency, declared
+bounds and keys, contribution bounds): no data is read and nothing is charged. The bounds are the
+ones a release states in its ``<name>_error95`` column, computed before the release by the same
+functions (``mechanisms.laplace_accuracy`` and its kin; ``statistics._steps.planned_accuracy``):
+
+- counts, sums, histograms and counts of units (global-sensitivity noise): ``|error| <= bound`` with
+  probability 0.95 per value, a number;
+- a mean with a private n: ``|error| <= (S + h N) / n`` with S and N the 97.5 % bounds of its noisy
+  centred sum and count and h half the width of its bounds, so the forecast gives S and N, the bound at
+  a few n, and the n below which the bound covers the whole range of the bounds (noise-dominated);
+- statistics calibrated to the data (quantiles, smooth sensitivity, PTR, an adaptive clip): no number
+  before the data is read; the forecast says so.
+
+``epsilon_for`` inverts it: the least ε (to three significant digits, rounded up) at which every
+named statistic's bound is at most its target, found by bisection over re-planned releases (the bound
+decreases with ε). ``goal_check`` compares the forecast with the privacy policy's stated
+``minimum_useful_accuracy`` where that text has the form "<counts|sums|means> within ±<number>".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpsense.core.errors import UsageError
+from dpsense.query import AggregateKind, Plan, PlanStep, QueryIR, StepPart
+from dpsense.statistics._steps import CONFIDENCE, planned_accuracy
+
+#: Group sizes at which a private-n mean's forecast is spelled out.
+_MEAN_SIZES = (100, 1_000, 10_000)
+#: The kinds whose single VALUE step is a global-sensitivity release of the statistic itself.
+_ADDITIVE = frozenset({AggregateKind.COUNT, AggregateKind.COUNT_UNITS, AggregateKind.HISTOGRAM, AggregateKind.SUM})
+_GOAL = re.compile(r"\b(counts?|sums?|means?)\b[^±]*?within\s*±\s*([0-9][0-9,]*(?:\.[0-9]+)?)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """One statistic's error forecast at the plan's ε (public facts only).
+
+    Attributes:
+        name: the analyst's output name.
+        statistic: the statistic's kind (``"count"``, ``"mean"``, ...).
+        bound: ``|error| <= bound`` with probability ``confidence`` per released value, in the
+            statistic's units; ``None`` where no number follows from public facts alone.
+        confidence: the probability of ``bound``.
+        how: how the bound is made, or why there is none.
+        noise_dominated_below: for a private-n mean, the group size n below which the bound exceeds
+            the width of the public bounds (the value then says nothing); else ``None``.
+
+    """
+
+    name: str
+    statistic: str
+    bound: float | None
+    confidence: float
+    how: str
+    noise_dominated_below: int | None = None
+
+    def line(self) -> str:
+        """One line for a person: ``'n' (count): |error| <= 29.96 with probability 0.95 per value``."""
+        head = f"{self.name!r} ({self.statistic}): "
+        if self.bound is None:
+            return head + self.how
+        return head + f"|error| <= {_number(self.bound)} with probability {self.confidence:g} per value ({self.how})"
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The expected errors of a release at (ε, δ), before it is made, and the policy goal it misses."""
+
+    epsilon: Fraction
+    delta: Fraction
+    expected: tuple[ExpectedError, ...]
+    goal_misses: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """Lines for a person: the expected error of each statistic, then any policy goal missed."""
+        head = f"Expected errors at ε = {_number(float(self.epsilon))}, δ = {float(self.delta):g} (no data read):"
+        lines = [head, *(f"- {e.line()}" for e in self.expected)]
+        lines += [f"Warning: {miss}" for miss in self.goal_misses]
+        return "\n".join(lines)
+
+
+def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[ExpectedError]:
+    """The expected error of each asked statistic (``names``: (analyst's name, label) pairs, in order)."""
+    dimension = _dimension(ir)
+    by_label = {agg.name: agg for agg in ir.aggregates}
+    out: list[ExpectedError] = []
+    for name, label in names:
+        agg = by_label[label]
+        steps = [s for s in plan.steps if s.output == label]
+        kind = agg.kind.value
+        parts = {s.part: s for s in steps}
+        if agg.kind in _ADDITIVE and set(parts) == {StepPart.VALUE}:
+            accuracy = planned_accuracy(parts[StepPart.VALUE], dimension)
+            if accuracy is not None:
+                out.append(ExpectedError(name, kind, float(accuracy.error_bound), CONFIDENCE, accuracy.noise))
+                continue
+        if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.VALUE}:  # sum / public n
+            accuracy = planned_accuracy(parts[StepPart.VALUE], dimension)
+            if accuracy is not None:
+                how = f"{accuracy.noise}, the sum over the public number of units"
+                out.append(ExpectedError(name, kind, float(accuracy.error_bound), CONFIDENCE, how))
+                continue
+        if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.CENTERED_SUM, StepPart.COUNT}:
+            out.append(
+                _private_n_mean(name, agg.bounds[0], parts[StepPart.CENTERED_SUM], parts[StepPart.COUNT], dimension)
+            )
+            continue
+        out.append(
+            ExpectedError(
+                name,
+                kind,
+                None,
+                CONFIDENCE,
+                "no number before the data is read: its mechanism calibrates to the data "
+                f"({', '.join(sorted({s.mechanism.value for s in steps}))}); the release states its error",
+            )
+        )
+    return out
+
+
+def _private_n_mean(
+    name: str, bounds: tuple[Fraction, Fraction], total: PlanStep, count: PlanStep, dimension: int
+) -> ExpectedError:
+    beta = 1 - CONFIDENCE
+    s_acc = planned_accuracy(total, dimension, confidence=1 - beta / 2)
+    n_acc = planned_accuracy(count, dimension, confidence=1 - beta / 2)
+    if s_acc is None or n_acc is None:
+        return ExpectedError(name, "mean", None, CONFIDENCE, "no number before the data is read")
+    low, high = float(bounds[0]), float(bounds[1])
+    half = (high - low) / 2
+    s_bound, n_bound = float(s_acc.error_bound), float(n_acc.error_bound)
+    at = ", ".join(f"±{_number(min((s_bound + half * n_bound) / n, 2 * half))} at n = {n:,}" for n in _MEAN_SIZES)
+    below = math.ceil((s_bound + half * n_bound) / (2 * half)) if half > 0 else None
+    how = (
+        f"depends on the group's size n: |error| <= ({_number(s_bound)} + {_number(half)} x {_number(n_bound)}) / n "
+        f"with probability {CONFIDENCE:g}: {at}; noise-dominated (wider than the bounds) below n = {below:,}"
+        if below is not None
+        else "the bounds are a single point: the mean is exact"
+    )
+    return ExpectedError(name, "mean", None, CONFIDENCE, how, below)
+
+
+def _dimension(ir: QueryIR) -> int:
+    """The number of values one additive step releases: the public keys of the grouping, else 1."""
+    if ir.group_by and ir.group_by[0].keys is not None:
+        return max(1, len(ir.group_by[0].keys))
+    histogram = next((a for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM and a.keys is not None), None)
+    return max(1, len(histogram.keys)) if histogram is not None and histogram.keys is not None else 1
+
+
+def epsilon_for(
+    targets: Mapping[str, float],
+    forecast_at: Callable[[Fraction], Sequence[ExpectedError] | None],
+    *,
+    largest: Fraction,
+) -> Fraction:
+    """The least ε (three significant digits, rounded up) at which each named bound is <= its target.
+
+    ``forecast_at(ε)`` re-plans the release at ε (public facts only; ``None`` where the plan is refused
+    at that ε, e.g. a noise scale too large to sample). Refused: a name the query does not release, a
+    statistic without a number before the data, a target that even ``largest`` misses.
+    """
+    if not targets:
+        raise UsageError("name the statistics and the errors to reach", targets, "pass error={'n': 50}")
+    for name, target in targets.items():
+        if not (
+            isinstance(target, int | float) and not isinstance(target, bool) and math.isfinite(target) and target > 0
+        ):
+            raise UsageError("a target error is a positive number", {name: target}, "e.g. error={'n': 50}")
+
+    def met(epsilon: Fraction) -> bool:
+        planned = forecast_at(epsilon)
+        if planned is None:
+            return False
+        found = {e.name: e for e in planned}
+        for name, target in targets.items():
+            if name not in found:
+                raise UsageError(
+                    "the query releases no statistic of that name", name, f"use one of: {', '.join(found)}"
+                )
+            if found[name].bound is None:
+                raise UsageError("this statistic's error has no number before the data is read", name, found[name].how)
+            bound = found[name].bound
+            if bound is not None and bound > target:
+                return False
+        return True
+
+    if not met(largest):
+        best = {e.name: e.bound for e in forecast_at(largest) or () if e.name in targets}
+        raise UsageError(
+            "no ε up to the per-release cap reaches these errors",
+            {"targets": dict(targets), f"at ε = {_number(float(largest))}": best},
+            "accept larger errors, or release fewer statistics (each shares the ε)",
+        )
+    low, high = Fraction(0), largest
+    for _ in range(60):
+        if high - low <= high * Fraction(1, 2000):
+            break
+        mid = (low + high) / 2
+        if met(mid):
+            high = mid
+        else:
+            low = mid
+    rounded = _round_up(high)
+    return rounded if rounded <= largest and met(rounded) else high
+
+
+def goal_check(goal: str | None, expected: Sequence[ExpectedError], epsilon: Fraction) -> list[str]:
+    """Where the forecast misses the policy's goal ("counts within ±50"): a line each; [] if met or uncheckable."""
+    if not goal:
+        return []
+    found = _GOAL.search(goal)
+    if found is None:
+        return []
+    word, number = found.group(1).lower().rstrip("s"), float(found.group(2).replace(",", ""))
+    missed = []
+    for e in expected:
+        if e.statistic == word and e.bound is not None and e.bound > number:
+            missed.append(
+                f"the policy's accuracy goal {goal!r} is not met at ε = {_number(float(epsilon))}: "
+                f"{e.name!r} is within ±{_number(e.bound)} with probability {e.confidence:g}"
+            )
+    return missed
+
+
+def _round_up(value: Fraction) -> Fraction:
+    """``value`` rounded up to three significant decimal digits (an ε a person can type)."""
+    if value <= 0:
+        return value
+    exponent = math.floor(math.log10(float(value))) - 2
+    step = Fraction(10) ** exponent
+    return math.ceil(value / step) * step
+
+
+def _number(value: float) -> str:
+    return f"{value:,.2f}" if abs(value) < 1e6 else f"{value:.3g}"
