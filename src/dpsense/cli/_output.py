@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpsense.interface.documents import cell, loss_document, stored_document
+from dpsense.interface.documents import cell, loss_document, question_text, stored_document
 
 if TYPE_CHECKING:
     from dpsense.ledger import AuditReport, BudgetStatus, ChargeRecord, StoredRelease
@@ -164,11 +164,25 @@ def budget_table(status: BudgetStatus) -> Table:
     return table
 
 
-HISTORY_COLUMNS = ("release_id", "charge_id", "analyst", "snapshot", "mechanism", "outputs", "epsilon", "delta")
+HISTORY_COLUMNS = (
+    "release_id",
+    "time",
+    "analyst",
+    "snapshot",
+    "question",
+    "epsilon",
+    "delta",
+    "mechanism",
+    "charge_id",
+)
 
 
 def history_rows(releases: Sequence[StoredRelease], charges: Sequence[ChargeRecord]) -> list[dict[str, Any]]:
-    """One record per stored release: who, which snapshot, which mechanisms, which outputs, what it cost."""
+    """One record per stored release: when, who, which snapshot, what was asked, what it cost, how.
+
+    ``question`` is the stored canonical query as one line (``documents.question_text``): the
+    statistics by meaning, the grouping and the filters; ``time`` the commit time in UTC.
+    """
     cost = {c.charge_id: loss_parts(c.loss) for c in charges}
     rows = []
     for release in releases:
@@ -176,16 +190,26 @@ def history_rows(releases: Sequence[StoredRelease], charges: Sequence[ChargeReco
         rows.append(
             {
                 "release_id": release.release_id,
-                "charge_id": release.charge_id,
+                "time": _utc(release.created_at),
                 "analyst": release.parameters.get("analyst"),
                 "snapshot": release.parameters.get("snapshot"),
-                "mechanism": release.mechanism,
-                "outputs": ",".join(sorted(release.value.get("notes", {}))),
+                "question": question_text(release.parameters.get("query")),
                 "epsilon": loss.get("epsilon"),
                 "delta": loss.get("delta"),
+                "mechanism": release.mechanism,
+                "charge_id": release.charge_id,
             }
         )
     return rows
+
+
+def _utc(seconds: float | None) -> str | None:
+    """Unix seconds as ``2026-12-02 21:30:05Z``; None stays None."""
+    if seconds is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def history_document(

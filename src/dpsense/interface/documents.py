@@ -78,11 +78,47 @@ def stored_document(record: StoredRelease, *, with_analyst: bool) -> dict[str, A
         "columns": list(value.get("columns", [])),
         "rows": [[cell(v) for v in row] for row in value.get("rows", [])],
         "query": params.get("query"),
+        "question": question_text(params.get("query")),
+        "created_at": record.created_at,
         "explain": str(params.get("explain", "")),
     }
     if with_analyst:
         doc["analyst"] = params.get("analyst")
     return doc
+
+
+def question_text(query: Any) -> str:
+    """A stored canonical query as one readable line: ``count(), mean(hours) by region where age >= 65``.
+
+    Statistics by their labels (``query._meaning``: the options that differ from the defaults
+    included), then the grouping and the filters with their public literals; every part is public.
+    An unreadable document gives ``""``.
+    """
+    if not isinstance(query, dict):
+        return ""
+    text = ", ".join(str(a.get("name", "?")) for a in query.get("aggregates", []))
+    groups = [str(g.get("column")) for g in query.get("group_by", [])]
+    if groups:
+        text += " by " + ", ".join(groups)
+    filters = [f"{f.get('column')} {f.get('op')} {_literal(f.get('value'))}" for f in query.get("filters", [])]
+    if filters:
+        text += " where " + " and ".join(filters)
+    return text
+
+
+def _literal(value: Any) -> str:
+    """A tagged literal of the canonical query (``["n", "13/2"]``, ``["s", "north"]``, or a list of them)."""
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        return "(" + ", ".join(_literal(v) for v in value) + ")"
+    if isinstance(value, list) and len(value) == 2:
+        tag, raw = value
+        if tag == "n":
+            number = Fraction(str(raw))
+            return str(number.numerator) if number.denominator == 1 else f"{float(number):g}"
+        if tag == "s":
+            return repr(raw)
+        return str(raw).lower()
+    return str(value)
 
 
 def dataset_document(name: str, snapshot: str, profile: dict[str, Any]) -> dict[str, Any]:

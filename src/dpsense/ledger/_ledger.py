@@ -708,6 +708,7 @@ class Ledger:
             record.privacy_unit,
             record.adjacency,
             record.code_version,
+            now,
         )
         return Committed(stored, True)
 

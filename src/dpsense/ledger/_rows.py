@@ -23,7 +23,7 @@ from dpsense.ledger._types import Reservation, Scope, StoredRelease
 BUDGET_COLS = "id, scope_kind, scope_value, period_start, period_end, mode, cap_a, cap_b, spent_a, spent_b"
 RELEASE_COLS = (
     "r.id, r.charge_id, d.name, r.cache_key, r.value_json, r.mechanism, r.mechanism_version, "
-    "r.parameters_json, r.privacy_unit, r.adjacency, r.code_version"
+    "r.parameters_json, r.privacy_unit, r.adjacency, r.code_version, r.created_at"
 )
 CHARGE_COLS = "id, dataset_id, state, loss, family, cache_key, debits, owner, event, partition_id, part"
 #: Charge states whose amount counts against a budget (``_states.SPENT_STATES``), as SQL.
@@ -163,7 +163,18 @@ def dataset_id(tx: Tx, name: str) -> int:
 
 def stored(r: Row) -> StoredRelease:
     return StoredRelease(
-        int(r[0]), int(r[1]), r[2], r[3], json.loads(r[4]), r[5], r[6], json.loads(r[7]), r[8], r[9], r[10]
+        int(r[0]),
+        int(r[1]),
+        r[2],
+        r[3],
+        json.loads(r[4]),
+        r[5],
+        r[6],
+        json.loads(r[7]),
+        r[8],
+        r[9],
+        r[10],
+        None if r[11] is None else float(r[11]),
     )
 
 
@@ -179,8 +190,8 @@ def checked_release(tx: Tx, r: Row) -> StoredRelease:
         LedgerStateError: the row differs from its commit entry (nothing is written).
 
     """
-    if r[11] is not None:
-        entry = tx.execute("SELECT event, payload FROM audit_log WHERE seq = ?", (int(r[11]),))
+    if r[12] is not None:
+        entry = tx.execute("SELECT event, payload FROM audit_log WHERE seq = ?", (int(r[12]),))
         payload: dict[str, Any] = json.loads(entry[0][1]) if entry and entry[0][0] == "commit" else {}
         digest = hashlib.sha256(str(r[4]).encode("utf-8")).hexdigest()
         row_digest = release_row_digest(r[3], tuple(r[4:11]))

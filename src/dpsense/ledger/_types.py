@@ -95,6 +95,8 @@ class StoredRelease:
     privacy_unit: str
     adjacency: str
     code_version: str
+    #: When the release was committed (Unix seconds, the ledger's clock); ``None`` where not known.
+    created_at: float | None = None
 
 
 @dataclass(frozen=True)

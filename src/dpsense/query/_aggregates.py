@@ -430,3 +430,18 @@ def _column_list(columns: object, what: str, *, minimum: int) -> tuple[str, ...]
     if len(cols) < minimum or len(set(cols)) != len(cols):
         raise UsageError(f"{what} must list at least {minimum} distinct columns", cols, "list each column once")
     return cols
+
+
+def public_range(kind: AggregateKind, bounds: tuple[Fraction, Fraction]) -> tuple[Fraction, Fraction] | None:
+    """The values a statistic can take over public bounds [L, U], or None where they are unbounded.
+
+    A mean or trimmed mean lies in [L, U]; a variance of values in [L, U] in [0, ((U - L) / 2)^2].
+    A released value whose interval ``value ± error bound`` holds this whole range says nothing the
+    bounds did not (``Release`` flags it noise-dominated). Counts and sums have no such range.
+    """
+    low, high = bounds
+    if kind in (AggregateKind.MEAN, AggregateKind.TRIMMED_MEAN):
+        return low, high
+    if kind is AggregateKind.VARIANCE:
+        return Fraction(0), ((high - low) / 2) ** 2
+    return None

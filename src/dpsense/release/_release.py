@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
+from dpsense.query._aggregates import AggregateKind, public_range
 from dpsense.release._executor import Executed
 
 if TYPE_CHECKING:  # pandas loads when a table is first asked for (it costs a CLI's start)
@@ -20,6 +21,8 @@ if TYPE_CHECKING:  # pandas loads when a table is first asked for (it costs a CL
 
 #: Suffix of the accuracy column of each statistic (|error| bound at 95 %, where public).
 ERROR_SUFFIX = "_error95"
+#: The column flagging values whose error bound covers the whole range their public bounds allow.
+NOISE_SUFFIX = "_noise_dominated"
 
 
 def release_value(executed: Executed) -> dict[str, Any]:
@@ -103,16 +106,53 @@ class Release:
     def rows(self) -> tuple[list[str], list[list[Any]]]:
         """The table's column names and rows as plain Python values, without pandas (a CLI prints these).
 
-        The columns of ``table``, in the same order: error columns that are empty in every row are left out.
+        The columns of ``table``, in the same order: error columns that are empty in every row are
+        left out, and after the error column of a mean, trimmed mean or variance whose interval
+        ``value ± error`` holds the whole range its public bounds allow in some row, a
+        ``<name>_noise_dominated`` column (True there: that value says nothing the bounds did not;
+        ``query._aggregates.public_range``).
         """
         shown = self._shown()
         rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
         keep = [
             j
             for j, (name, _) in enumerate(shown)
-            if not (name.endswith(ERROR_SUFFIX) and rows and all(_missing(row[j]) for row in rows))
+            if not (name.endswith(ERROR_SUFFIX) and all(_missing(row[j]) for row in rows))
         ]
-        return [shown[j][0] for j in keep], [[row[j] for j in keep] for row in rows]
+        columns = [shown[j][0] for j in keep]
+        rows = [[row[j] for j in keep] for row in rows]
+        for name, (low, high) in self._ranges():
+            error = name + ERROR_SUFFIX
+            if error not in columns or name not in columns:
+                continue
+            i, j = columns.index(name), columns.index(error)
+            flags = [
+                not _missing(row[j]) and not _missing(row[i]) and row[i] - row[j] <= low and row[i] + row[j] >= high
+                for row in rows
+            ]
+            if any(flags):
+                columns.insert(j + 1, name + NOISE_SUFFIX)
+                for row, flag in zip(rows, flags, strict=True):
+                    row.insert(j + 1, flag)
+        return columns, rows
+
+    def _ranges(self) -> list[tuple[str, tuple[float, float]]]:
+        """(shown name, its public range) of each asked statistic that has one."""
+        stored = self.record.parameters.get("query", {}).get("aggregates", [])
+        widths: dict[str, tuple[float, float]] = {}
+        for agg in stored:
+            if not agg.get("bounds"):
+                continue
+            try:
+                kind = AggregateKind(agg["kind"])
+            except ValueError:
+                continue
+            low, high = (Fraction(b) for b in agg["bounds"][0])
+            found = public_range(kind, (low, high))
+            if found is not None:
+                widths[agg["name"]] = (float(found[0]), float(found[1]))
+        names = self.names or tuple((label, label) for label in widths)
+        return [(name, widths[label]) for name, label in names if label in widths]
 
     @property
     def table(self) -> pd.DataFrame:
@@ -120,15 +160,13 @@ class Release:
 
         An error column holds a bound that the value's |error| stays below with probability 0.95
         where one follows from public facts, and is empty (NaN) where none does (quantiles, smooth
-        sensitivity). See ``explain()`` for how each was made.
+        sensitivity); ``<name>_noise_dominated`` marks values whose bound covers their whole public
+        range (``rows``). See ``explain()`` for how each was made.
         """
         import pandas as pd
 
-        shown = self._shown()
-        rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
-        frame = pd.DataFrame(rows, columns=[c for c, _ in shown])
-        empty = [c for c in frame.columns if c.endswith(ERROR_SUFFIX) and frame[c].isna().all()]
-        return frame.drop(columns=empty)
+        columns, rows = self.rows()
+        return pd.DataFrame(rows, columns=columns)
 
     @property
     def values(self) -> dict[str, Any]:

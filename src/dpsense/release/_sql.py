@@ -17,7 +17,7 @@ import numpy as np
 
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
-from dpsense.release._release import ERROR_SUFFIX, Release
+from dpsense.release._release import ERROR_SUFFIX, NOISE_SUFFIX, Release
 
 if TYPE_CHECKING:  # the SQL front end (sqlglot) and pandas load only when used
     import pandas as pd
@@ -75,6 +75,10 @@ class SqlRelease:
                 if error is not None:
                     names.append(out.alias + ERROR_SUFFIX)
                     columns.append(error)
+                flags = base.get(f"{out.expr[1]}{NOISE_SUFFIX}") if out.expr[0] == "agg" else None
+                if flags is not None:  # a bare aggregate keeps its noise-dominated flags
+                    names.append(out.alias + NOISE_SUFFIX)
+                    columns.append(flags)
         return names, columns
 
     def explain(self) -> str:
@@ -111,6 +115,8 @@ def _error(expr: Expr, base: Mapping[str, Any]) -> Any:
 
 def _array(values: list[Any]) -> Any:
     """A column as a numpy array: float where every value is a number or missing, else the values as they are."""
+    if values and all(isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=bool)
     if all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values):
         if all(isinstance(v, int) for v in values):
             return np.asarray(values, dtype=np.int64) if values else np.asarray(values, dtype=np.float64)

@@ -66,6 +66,8 @@ class StoredReleaseOut(BaseModel):
     columns: list[str]
     rows: list[list[Any]]
     query: Any
+    question: str = Field(description="the query as one readable line: statistics, grouping, filters")
+    created_at: float | None = Field(description="when it was committed, Unix seconds (the ledger's clock)")
     explain: str
     analyst: str | None = None
 

@@ -134,6 +134,28 @@ def test_history_lists_releases_and_verify_log_is_ok(registered: Cli) -> None:
     assert all(r["analyst"] == "alice" and r["charge_id"] and r["explain"] for r in releases)
     assert registered("history", "events", analyst="bob").stdout.count("alice") == 0  # others' releases stay hidden
 
+
+def test_history_says_when_who_and_what_was_asked(registered: Cli) -> None:
+    """Issue 17, item 6: three different releases used to read "laplace | count | 0.1" alike."""
+    asked = [
+        "SELECT COUNT(*) FROM events",
+        "SELECT region, COUNT(*) FROM events GROUP BY region",
+        "SELECT region, AVG(hours) FROM events WHERE age >= 30 AND region IN ('north', 'south') GROUP BY region",
+    ]
+    for sql in asked:
+        assert registered("sql", sql, "--epsilon", "0.1").exit_code == 0
+    listed = json.loads(registered("history", "events", "--json").stdout)["releases"]
+    assert [r["question"] for r in listed] == [
+        "count()",
+        "count() by region",
+        "mean(hours) by region where age >= 30 and region in ('north', 'south')",
+    ]
+    assert all(isinstance(r["created_at"], float) for r in listed)
+    table = " ".join(registered("history", "events").stdout.split())
+    assert "count() by region" in table and "time" in table and "Z" in table
+    csv_lines = registered("history", "events", "--csv").stdout.splitlines()
+    assert csv_lines[0] == "release_id,time,analyst,snapshot,question,epsilon,delta,mechanism,charge_id"
+
     verified = registered("verify-log", "--json")
     assert verified.exit_code == 0
     report = json.loads(verified.stdout)

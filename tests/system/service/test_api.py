@@ -143,6 +143,11 @@ def test_another_analysts_release_is_not_found(service: Service) -> None:
     everything = service.api("steward").get("/v1/releases?dataset=events").json()["releases"]
     mine = [r for r in everything if r["release_id"] == release_id]
     assert mine and mine[0]["analyst"] == "alice"
+    assert mine[0]["question"] == (
+        "count(max_rows_per_unit=3), count_units(), mean(hours, max_rows_per_unit=3), "
+        "sum(hours, max_rows_per_unit=3) by region where age < 60"
+    )
+    assert isinstance(mine[0]["created_at"], float)
 
 
 def test_the_same_query_from_another_analyst_is_the_stored_release_at_no_cost(service: Service) -> None:
