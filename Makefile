@@ -12,12 +12,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The demo's own environment holds only what a user of the embedded CLI installs: the `duckdb` and
+# `cli` extras (no Spark, browser, service or developer tools); `make test` uses .venv with `dev`.
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install --quiet -e '.[duckdb,cli]'
+	touch $(DEMO_STAMP)
+
 # The main job: a synthetic health-events dataset registered in a local SQLite ledger and released
 # on DuckDB; the second run returns the stored release and leaves the budget unchanged.
-demo: $(STAMP)
-	$(BIN)/dpsense demo --dir build/demo
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/dpsense demo --dir build/demo
 	@echo "--- the same request again: the stored release, no new charge ---"
-	$(BIN)/dpsense demo --dir build/demo
+	$(DEMO_VENV)/bin/dpsense demo --dir build/demo
 
 demo-math: $(STAMP)
 	$(BIN)/python examples/seed_demo.py
@@ -52,4 +63,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/service_load.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build
+	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache .mypy_cache .ruff_cache build

@@ -70,6 +70,8 @@ dataset_app = typer.Typer(help="Register datasets and verify their stored snapsh
 analyst_app = typer.Typer(help="Allow analysts to release (steward).", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(analyst_app, name="analyst")
+token_app = typer.Typer(help="API tokens of the HTTP service (steward).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
 
 LedgerOpt = Annotated[
     str, typer.Option("--ledger", envvar="DPSENSE_LEDGER", help="Ledger URL: sqlite:///path.db or postgresql://...")
@@ -505,6 +507,193 @@ def dataset_verify(
             markup=False,
             soft_wrap=True,
         )
+
+
+@dataset_app.command("list")
+def dataset_list(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the registered datasets: each one's snapshots (the newest answers), privacy unit and budget."""
+    from dpsense.cli import _output as out
+
+    with _command() as io:
+        with _session(ledger, analyst, steward, store=store) as session:
+            rows = []
+            for name in session.datasets():
+                newest = session.ledger.profile(name)
+                status = session.budget(name)
+                rows.append(
+                    {
+                        "dataset": name,
+                        "snapshots": session.ledger.snapshots(name),
+                        "newest": newest.snapshot,
+                        "privacy_unit": newest.profile.get("unit"),
+                        "adjacency": newest.profile.get("adjacency"),
+                        "budget": out.loss_text(status.cap),
+                        "remaining": out.loss_text(status.remaining),
+                    }
+                )
+        if as_json:
+            io.document(out.dumps({"datasets": rows}))
+            return
+        io.out.print(out.record_table("datasets", rows))
+
+
+@dataset_app.command("show")
+def dataset_show(
+    name: Annotated[str, typer.Argument(help="The dataset's name.")],
+    snapshot: Annotated[str | None, typer.Option("--snapshot", help="A snapshot [default: the newest].")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Show a snapshot's public profile: every declaration releases use (bounds, keys, caps, policies)."""
+    from dpsense.cli import _output as out
+    from dpsense.release._profile import Profile
+
+    with _command() as io:
+        with _session(ledger, analyst, steward, store=store) as session:
+            stored = session.ledger.profile(name, snapshot)
+        io.out.print(out.profile_table(name, stored.snapshot, Profile.from_json(stored.profile)))
+
+
+@app.command("set-budget")
+def set_budget(
+    dataset: Annotated[str, typer.Argument(help="The dataset's name.")],
+    epsilon: Annotated[str, typer.Option("--epsilon", help="The scope's cap ε (a decimal).")],
+    delta: Annotated[str, typer.Option("--delta", help="The scope's cap δ.")] = "0",
+    for_analyst: Annotated[
+        str | None, typer.Option("--for-analyst", metavar="NAME", help="A sub-budget of one analyst.")
+    ] = None,
+    family: Annotated[str | None, typer.Option("--family", help="A sub-budget of one query family.")] = None,
+    period: Annotated[
+        str | None,
+        typer.Option("--period", metavar="START:END", help="A sub-budget of a time window (Unix seconds)."),
+    ] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    store: StoreOpt = None,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Create or change a dataset's total budget or a sub-budget (steward); the policy's rules still hold."""
+    from dpsense.cli import _output as out
+    from dpsense.ledger import Scope
+    from dpsense.release import Budget
+
+    with _command() as io:
+        _require_steward(steward, "set budgets")
+        chosen = [flag for flag, value in (("--for-analyst", for_analyst), ("--family", family), ("--period", period))
+                  if value is not None]  # fmt: skip
+        if len(chosen) > 1:
+            raise UsageError("a budget has one scope", chosen, "pass one of --for-analyst, --family, --period")
+        scope = Scope.total()
+        if for_analyst is not None:
+            scope = Scope.analyst(for_analyst)
+        elif family is not None:
+            scope = Scope.family(family)
+        elif period is not None:
+            start, sep, end = period.partition(":")
+            if not (sep and start.strip().isdigit() and end.strip().isdigit()):
+                raise UsageError(
+                    "--period takes START:END in Unix seconds", period, "e.g. --period 1767225600:1769904000"
+                )
+            scope = Scope.period(int(start), int(end))
+        cap = Budget(number_option("--epsilon", epsilon), number_option("--delta", delta))
+        with _session(ledger, analyst, steward, store=store) as session:
+            session.set_budget(dataset, scope, cap)
+            status = session.budget(dataset, scope)
+        io.out.print(
+            f"budget of {dataset!r} ({scope}): cap {out.loss_text(status.cap)}, spent {out.loss_text(status.spent)}",
+            markup=False,
+        )
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Argument(help="The analyst the token speaks for (added if new).")],
+    role: Annotated[str, typer.Option("--role", help="analyst or steward.")] = "analyst",
+    expires_in: Annotated[
+        float | None, typer.Option("--expires-in", metavar="SECONDS", help="Lifetime [default: never expires].")
+    ] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Create an API token for the HTTP service (steward); it is printed once, only its hash is kept."""
+    from dpsense.ledger import Ledger
+
+    with _command() as io:
+        _require_steward(steward, "create tokens")
+        if role not in ("analyst", "steward"):
+            raise UsageError("--role is analyst or steward", role, "pass --role analyst")
+        _require_ledger(ledger, None)
+        with Ledger.open(ledger) as opened:
+            opened.add_analyst(name)
+            token = opened.create_token(name, role=role, ttl_s=expires_in)  # type: ignore[arg-type]
+        io.out.print(token, markup=False, soft_wrap=True)
+
+
+@token_app.command("list")
+def token_list(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the API tokens (steward): id, analyst, role, state, expiry; never a secret."""
+    import time
+
+    from dpsense.cli import _output as out
+    from dpsense.ledger import Ledger
+
+    with _command() as io:
+        _require_steward(steward, "list tokens")
+        _require_ledger(ledger, None)
+        with Ledger.open(ledger) as opened:
+            infos = opened.tokens()
+        now = time.time()
+        rows = [
+            {
+                "token_id": info.token_id,
+                "analyst": info.analyst,
+                "role": info.role,
+                "state": "revoked"
+                if info.revoked
+                else "expired"
+                if info.expires_at is not None and now >= info.expires_at
+                else "active",
+                "expires": "never" if info.expires_at is None else out.utc_text(info.expires_at),
+            }
+            for info in infos
+        ]
+        if as_json:
+            io.document(out.dumps({"tokens": rows}))
+            return
+        io.out.print(out.record_table("API tokens", rows))
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's public id (dpsense token list).")],
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    analyst: AnalystOpt = None,
+    steward: StewardOpt = False,
+) -> None:
+    """Revoke an API token by its public id (steward)."""
+    from dpsense.ledger import Ledger
+
+    with _command() as io:
+        _require_steward(steward, "revoke tokens")
+        _require_ledger(ledger, None)
+        with Ledger.open(ledger) as opened:
+            if not opened.revoke_token(token_id):
+                raise UsageError("no active token has that id", token_id, "see dpsense token list --steward")
+        io.out.print(f"token {token_id} revoked", markup=False)
 
 
 @analyst_app.command("add")

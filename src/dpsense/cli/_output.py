@@ -128,7 +128,12 @@ def _cell(name: str, value: object, whole: bool) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    text = f"{value:,.0f}" if whole else f"{value:,.2f}"
+    if whole:
+        text = f"{value:,.0f}"
+    elif 0 < abs(value) < 1:  # three significant digits: a bound of 0.004 must not print as ±0.00
+        text = f"{value:.3g}"
+    else:
+        text = f"{value:,.2f}"
     return f"±{text}" if name.endswith(_ERROR_SUFFIX) else text
 
 
@@ -205,11 +210,32 @@ def history_rows(releases: Sequence[StoredRelease], charges: Sequence[ChargeReco
 
 def _utc(seconds: float | None) -> str | None:
     """Unix seconds as ``2026-12-02 21:30:05Z``; None stays None."""
-    if seconds is None:
-        return None
+    return None if seconds is None else utc_text(seconds)
+
+
+def utc_text(seconds: float) -> str:
+    """Unix seconds as ``2026-12-02 21:30:05Z`` (UTC)."""
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _record_cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+def record_table(title: str, rows: Sequence[dict[str, Any]]) -> Table:
+    """Records (dicts with the same keys, in order) as a table; lists joined by commas."""
+    table = Table(title=title)
+    for name in rows[0] if rows else ():
+        table.add_column(name)
+    for row in rows:
+        table.add_row(
+            *(", ".join(map(str, v)) if isinstance(v, list) else "" if v is None else str(v) for v in row.values())
+        )
+    return table
 
 
 def history_document(

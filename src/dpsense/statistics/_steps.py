@@ -219,7 +219,9 @@ def error_bounds(result: MechanismResult, size: int) -> list[float | None]:
 def accuracy_note(result: MechanismResult) -> str:
     if result.accuracy is None:
         return result.mechanism
-    return f"{result.accuracy.noise}: |error| <= bound with probability {result.accuracy.confidence:g} per value"
+    accuracy = result.accuracy
+    bound = float(accuracy.error_bound)
+    return f"{accuracy.noise}: |error| <= {bound:.6g} with probability {accuracy.confidence:g} per value"
 
 
 def variance_error(
