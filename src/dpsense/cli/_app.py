@@ -51,7 +51,7 @@ from dpsense.cli._options import (
 from dpsense.core.errors import DPSenseError, LedgerUnreadable, UsageError
 
 if TYPE_CHECKING:  # imported by the commands that use them, when they run
-    from dpsense.ledger import Anchor
+    from dpsense.ledger import Anchor, Ledger
     from dpsense.release import Session
 
 DEFAULT_LEDGER = "sqlite:///dpsense.db"
@@ -193,6 +193,17 @@ def _session(
         Session.open(ledger, analyst=who, role=role, engine=built, store=True if store is None else store) as s,
     ):
         yield s
+
+
+@contextmanager
+def _steward_ledger(ledger: str, steward: bool, what: str) -> Iterator[Ledger]:
+    """The ledger itself, opened for a steward command that needs no Session (tokens)."""
+    from dpsense.ledger import Ledger
+
+    _require_steward(steward, what)
+    _require_ledger(ledger, None)
+    with Ledger.open(ledger) as opened:
+        yield opened
 
 
 def _require_ledger(ledger: str, create: bool | None) -> None:
@@ -625,14 +636,10 @@ def token_create(
     steward: StewardOpt = False,
 ) -> None:
     """Create an API token for the HTTP service (steward); it is printed once, only its hash is kept."""
-    from dpsense.ledger import Ledger
-
     with _command() as io:
-        _require_steward(steward, "create tokens")
         if role not in ("analyst", "steward"):
             raise UsageError("--role is analyst or steward", role, "pass --role analyst")
-        _require_ledger(ledger, None)
-        with Ledger.open(ledger) as opened:
+        with _steward_ledger(ledger, steward, "create tokens") as opened:
             opened.add_analyst(name)
             token = opened.create_token(name, role=role, ttl_s=expires_in)  # type: ignore[arg-type]
         io.out.print(token, markup=False, soft_wrap=True)
@@ -649,12 +656,9 @@ def token_list(
     import time
 
     from dpsense.cli import _output as out
-    from dpsense.ledger import Ledger
 
     with _command() as io:
-        _require_steward(steward, "list tokens")
-        _require_ledger(ledger, None)
-        with Ledger.open(ledger) as opened:
+        with _steward_ledger(ledger, steward, "list tokens") as opened:
             infos = opened.tokens()
         now = time.time()
         rows = [
@@ -685,12 +689,8 @@ def token_revoke(
     steward: StewardOpt = False,
 ) -> None:
     """Revoke an API token by its public id (steward)."""
-    from dpsense.ledger import Ledger
-
     with _command() as io:
-        _require_steward(steward, "revoke tokens")
-        _require_ledger(ledger, None)
-        with Ledger.open(ledger) as opened:
+        with _steward_ledger(ledger, steward, "revoke tokens") as opened:
             if not opened.revoke_token(token_id):
                 raise UsageError("no active token has that id", token_id, "see dpsense token list --steward")
         io.out.print(f"token {token_id} revoked", markup=False)
