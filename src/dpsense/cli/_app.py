@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # imported by the commands that use them, when they run
 
 DEFAULT_LEDGER = "sqlite:///dpsense.db"
 _POSTGRES = ("postgresql://", "postgres://")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report an interrupted command
 _WIDE = 160  # columns for tables when stdout is not a terminal and COLUMNS is unset
 
 app = typer.Typer(
@@ -167,6 +168,13 @@ def _command() -> Iterator[_IO]:
     except DPSenseError as exc:
         print_error(io.err, str(exc))
         raise typer.Exit(exit_code(exc)) from None
+    except KeyboardInterrupt:
+        print_error(
+            io.err,
+            "interrupted: the command stopped where it was (a registration writes the ledger last, so an "
+            "interrupted one registered nothing; a release that had read data stays charged, see history)",
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 @contextmanager

@@ -202,6 +202,14 @@ def build_profile(
         kind = _kind(column.name, column.kind, kinds.get(column.name))
         if kind is None:
             continue  # temporal and other types are not queryable yet; they stay out of the schema
+        if column.name in bounds and column.kind == "string" and column.name not in kinds:
+            raise InvalidData(
+                "bounds are declared for a column the source holds as text: one non-numeric value (such as "
+                "'n/a' or '-' in a CSV file) makes the whole column text",
+                column.name,
+                "write missing values as empty cells (and declare the column's data policy drop or clamp), or "
+                "fix the non-numeric values in the file, then register again",
+            )
         col_bounds = None
         if column.name in bounds:
             col_bounds = check_bounds(bounds[column.name], what=f"bounds of {column.name!r}")

@@ -125,6 +125,18 @@ def test_nan_under_refuse_names_the_column_and_the_fix(steward: dp.Session) -> N
     assert steward.datasets() == []
 
 
+def test_a_text_marker_in_a_numeric_csv_column_is_named_as_the_cause(steward: dp.Session, tmp_path: Path) -> None:
+    """Issue 17, item 8: an 'n/a' in a numeric CSV column used to say "drop these bounds"."""
+    frame = planted().astype({"age": object})
+    frame.loc[7, "age"] = "n/a"
+    source = tmp_path / "events.csv"
+    frame.to_csv(source, index=False)
+    with pytest.raises(InvalidData, match="holds as text") as info:
+        register(steward, planted(), source=source)
+    assert info.value.value == "age" and "'n/a'" in str(info.value) and "empty cells" in info.value.fix
+    assert steward.datasets() == []
+
+
 def test_infinity_and_rows_without_unit_under_refuse(steward: dp.Session) -> None:
     frame = planted()
     frame.loc[3, "hours"] = np.inf

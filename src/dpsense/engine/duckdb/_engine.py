@@ -335,7 +335,11 @@ class DuckDBEngine(DuckDBStewardSteps):
         copy, create = self._new_copy()
         try:
             self._con.execute(f"{create}SELECT * FROM {reader}", {"path": str(path)})
-        except duckdb.Error:
+        except (duckdb.Error, RuntimeError) as exc:
+            if _interrupted(exc):
+                raise KeyboardInterrupt from None
+            if not isinstance(exc, duckdb.Error):
+                raise
             # The parser's message may quote file contents: keep it out of the error.
             raise InvalidData("the file could not be read as a table", str(path), "check its format") from None
         self._copies.add(copy)
@@ -684,9 +688,20 @@ class DuckDBEngine(DuckDBStewardSteps):
     def _run(self, sql: str, params: dict[str, object]) -> duckdb.DuckDBPyConnection:
         try:
             return self._con.execute(sql, params)
-        except duckdb.Error as exc:
+        except (duckdb.Error, RuntimeError) as exc:
+            if _interrupted(exc):
+                raise KeyboardInterrupt from None  # Ctrl-C: DuckDB stopped the statement at once
+            if not isinstance(exc, duckdb.Error):
+                raise
             # DuckDB messages can quote data values; report only the error class.
             raise InternalError(f"DuckDB failed a planned statement ({type(exc).__name__})") from None
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """True when DuckDB stopped a statement because the process was interrupted (Ctrl-C)."""
+    return isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()
+    )
 
 
 def _merged(params: dict[str, object], view_params: dict[str, object]) -> dict[str, object]:
