@@ -48,5 +48,7 @@ def exit_code(error: DPSenseError) -> int:
 
 def print_error(console: Console, message: str) -> None:
     """One red line on ``console`` (stderr): the message with its line breaks folded."""
-    line = " ".join(message.split())
+    from dpsense.interface.wording import for_interface
+
+    line = for_interface(" ".join(message.split()), "cli")
     console.print(f"error: {line}", style="red", markup=False, highlight=False, soft_wrap=True)

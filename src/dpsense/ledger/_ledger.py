@@ -772,6 +772,32 @@ class Ledger:
             dataset, b.scope, mode, as_loss(b.cap, mode), as_loss(b.spent, mode), as_loss(remaining(b), mode)
         )
 
+    def budget_scopes(self, dataset: str) -> list[Scope]:
+        """Every budget scope of ``dataset`` the steward set (the total first), oldest first; no amounts."""
+        with self._context.backend.read() as tx:
+            dataset_id = dataset_id_of(tx, dataset)
+            rows = tx.execute(
+                "SELECT scope_kind, scope_value, period_start, period_end FROM budgets WHERE dataset_id = ? "
+                "ORDER BY CASE WHEN scope_kind = 'total' THEN 0 ELSE 1 END, id",
+                (dataset_id,),
+            )
+        scopes = [_scope_of(str(kind), str(value), start, end) for kind, value, start, end in rows]
+        return [scope for scope in scopes if scope is not None]
+
+    def cache_hits(self) -> dict[int, int]:
+        """How many times each stored release was answered again from the ledger (its ``cache_hit`` entries)."""
+        with self._context.backend.read() as tx:
+            payloads = tx.execute("SELECT payload FROM audit_log WHERE event = 'cache_hit'")
+        hits: dict[int, int] = {}
+        for (payload,) in payloads:
+            try:
+                release = json.loads(payload).get("release")
+            except (TypeError, ValueError, AttributeError):
+                continue
+            if isinstance(release, int):
+                hits[release] = hits.get(release, 0) + 1
+        return hits
+
     def charges(self, dataset: str) -> list[ChargeRecord]:
         """Every charge of a dataset, oldest first."""
         with self._context.backend.read() as tx:
@@ -863,3 +889,16 @@ def _replace(base: Reservation, **changes: Any) -> Reservation:
     from dataclasses import replace
 
     return replace(base, **changes)
+
+
+def _scope_of(kind: str, value: str, start: object, end: object) -> Scope | None:
+    """The ``Scope`` of a ``budgets`` row (``None`` for a row no scope reads back)."""
+    if kind == "total":
+        return Scope.total()
+    if kind == "analyst":
+        return Scope.analyst(value)
+    if kind == "family":
+        return Scope.family(value)
+    if kind == "period" and isinstance(start, int) and isinstance(end, int):
+        return Scope.period(start, end)
+    return None

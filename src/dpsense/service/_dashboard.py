@@ -1,4 +1,4 @@
-"""The steward's dashboard: budgets spent over time (an inline SVG plot), the release history, the audit chain.
+"""The steward's dashboard: per dataset its budgets, spend over time, releases and failed charges.
 
 Server-rendered HTML with no scripts and no external resources (the service runs without network).
 Every dashboard response carries ``SECURITY_HEADERS``: a Content-Security-Policy that allows only the
@@ -7,10 +7,33 @@ page's own inline style sheets (by SHA-256 hash) and forms posting to itself, wi
 Every text taken from the ledger is HTML-escaped. What it shows is what the steward may see anyway:
 budgets, charges, released (noisy) values and explain reports; nothing unnoised is stored to show.
 
-The plot draws, per dataset, the cumulative ε charged over time (ρ for a zCDP budget): one step line
-per analyst, one for all analysts together, and the dataset's cap as a dashed line. Charges on parts
-of a declared partition compose in parallel, so there the "all analysts" line is the plain sum of
-charges, an upper bound on what the ledger counts as spent (the budget table shows the exact spend).
+Below the audit chain's status, each dataset has four parts:
+
+* **Budgets**: the total and every sub-budget (analyst, query family, period) with its cap, spent,
+  remaining and a ``<meter>`` of the share used (amounts to 6 significant digits; the ledger's are
+  exact).
+* **Spend over time**: per dataset the cumulative ε charged (ρ for a zCDP budget) as an inline SVG:
+  one step line per analyst, one for all analysts together, and the cap as a dashed line. Charges on
+  parts of a declared partition compose in parallel, so there the "all analysts" line is the plain
+  sum of charges, an upper bound on what the ledger counts as spent (the budget table shows the
+  exact spend). Then the ε each analyst was charged.
+* **Releases**: commit time (UTC), analyst, the question as one line (``documents.question_text``,
+  for SQL releases too; the SQL text only where no query is stored; never the canonical JSON), the
+  ε and δ (or ρ) its charge cost, how often the stored release was answered again at no cost (the
+  audit chain's ``cache_hit`` entries), the mechanism, and on demand its noisy values and explain
+  report.
+* **Failures**: charges without a release: failed (data read, stays spent), abandoned, still
+  reserved (each with its debit time, analyst and cost) and refunded ones (no time: the ledger's
+  reads keep none for them). A request refused before any charge (budget exhausted, bad input) is
+  not written to the ledger at all (it audits no refusal), so no page can list it.
+
+``Ledger.budget_scopes`` lists a dataset's scopes and ``Ledger.cache_hits`` counts the ``cache_hit``
+entries of the audit chain per release; the amounts come from ``Ledger.budget``.
+
+Layout: one column of at most 1200 px; every table sits in a box of its own with ``overflow-x: auto``
+and below 640 px each of its rows becomes a card of labelled fields (``data-label``); the plot
+scales down with the page. So the page never scrolls sideways (the browser test checks it at 420 px
+and 1280 px).
 """
 
 from __future__ import annotations
@@ -19,24 +42,44 @@ import base64
 import datetime as dt
 import hashlib
 import html
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from dpsense.core.privacy_loss import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpsense.ledger import Ledger, SpendPoint, StoredRelease
+from dpsense.interface.documents import question_text
+from dpsense.ledger import BudgetStatus, ChargeRecord, ChargeState, Ledger, Scope, SpendPoint, StoredRelease
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, BOTTOM = 60, 170, 20, 40
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;
-vertical-align:top}th{background:#f2f2f2}.ok{color:#186a1e;font-weight:bold}.broken{color:#b00020;font-weight:bold}
-pre{white-space:pre-wrap;font-size:.85em;background:#fafafa;padding:.5em;max-width:900px}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:0 auto;padding:.8em 1em 2em;max-width:1200px;color:#222;line-height:1.35}
+h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.25em;margin:2em 0 .3em;border-bottom:1px solid #ccc}
+h3{font-size:1.05em;margin:1.4em 0 .3em}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;
+vertical-align:top}th{background:#f2f2f2}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td.time,td.state{white-space:nowrap}td.question{min-width:14em}
+.ok{color:#186a1e;font-weight:bold}.broken{color:#b00020;font-weight:bold}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em;background:#fafafa;padding:.5em;margin:.3em 0;
+max-width:70ch}code{overflow-wrap:anywhere}
+svg.budget-plot{display:block;width:100%;max-width:720px;height:auto}
+meter{width:5em;vertical-align:middle}
 .muted{color:#666}
+@media (max-width:640px){
+body{padding:.5em .6em 1.5em}h1{font-size:1.3em}
+table.stack,table.stack>tbody,table.stack>tbody>tr,table.stack>tbody>tr>td,table.stack>tbody>tr>th{display:block;
+width:100%}
+table.stack>thead{display:none}table.stack>tbody>tr{border:1px solid #ccc;margin:0 0 .7em}
+table.stack>tbody>tr>td,table.stack>tbody>tr>th{border:0;border-top:1px solid #eee;text-align:left;white-space:normal;
+min-width:0}
+table.stack>tbody>tr>td::before{content:attr(data-label);display:inline-block;min-width:7.5em;
+margin-right:.5em;font-weight:bold;color:#555}
+}
 """
 
 
@@ -63,6 +106,23 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
+#: What each state of a charge without a release means to the steward.
+_STATE_TEXT = {
+    ChargeState.RESERVED: "reserved: no release yet (running, or stale)",
+    ChargeState.FAILED: "failed after reading data: stays spent",
+    ChargeState.ABANDONED: "abandoned (stale reservation): stays spent",
+    ChargeState.REFUNDED: "refunded before reading data: nothing spent",
+}
+_SCOPE_ORDER = {"total": 0, "analyst": 1, "family": 2, "period": 3}
+
+
+@dataclass(frozen=True)
+class _Extras:
+    """What the ledger holds but has no public read for: budget scopes per dataset, cache hits per release."""
+
+    scopes: dict[str, list[Scope]]
+    cache_hits: dict[int, int]
+
 
 def render_dashboard(ledger: Ledger) -> str:
     """The whole page for the ledger's current state."""
@@ -73,41 +133,173 @@ def render_dashboard(ledger: Ledger) -> str:
         else f'<span class="broken">BROKEN</span> at entry {report.first_broken_seq}: {_e(report.reason)}'
     )
     parts = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>dpsense — steward dashboard</title>",
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        "<title>dpsense — steward dashboard</title>",
         f"<style>{_STYLE}</style></head><body>",
         "<h1>dpsense steward dashboard</h1>",
         f'<p id="audit-status">Audit chain: {status}</p>',
         "<form method='post' action='/dashboard/logout'><button type='submit'>Sign out</button></form>",
     ]
-    history: list[StoredRelease] = []
     names = ledger.dataset_names()
     if not names:
         parts.append("<p class='muted'>No dataset is registered yet.</p>")
+    extras = _ledger_extras(ledger, names)
     for name in names:
-        parts.append(_dataset_section(ledger, name))
-        history.extend(ledger.releases(name))
-    parts.append(_history(history))
+        parts.append(_dataset_section(ledger, name, extras))
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def _dataset_section(ledger: Ledger, name: str) -> str:
+def _dataset_section(ledger: Ledger, name: str, extras: _Extras) -> str:
     total = ledger.budget(name)
     points = ledger.spend_timeline(name)
-    rows = [
-        f"<tr><th>cap</th><td>{_e(total.cap)}</td></tr>",
-        f"<tr><th>spent</th><td>{_e(total.spent)}</td></tr>",
-        f"<tr><th>remaining</th><td>{_e(total.remaining)}</td></tr>",
-    ]
+    charges = ledger.charges(name)
+    scopes = extras.scopes.get(name) or [Scope.total()]
+    statuses = [total if scope.kind == "total" else ledger.budget(name, scope) for scope in scopes]
     by_analyst: dict[str, float] = {}
     for p in points:
         by_analyst[p.analyst] = by_analyst.get(p.analyst, 0.0) + _amount(p.loss)
-    spent_rows = "".join(f"<tr><td>{_e(a)}</td><td>{v:.6g}</td></tr>" for a, v in sorted(by_analyst.items()))
-    return (
-        f"<h2>Dataset {_e(name)}</h2><table class='budget'>{''.join(rows)}</table>"
-        f"{budget_plot(name, points, cap=_amount(total.cap), unit=_unit(total.cap))}"
-        f"<table class='by-analyst'><tr><th>analyst</th><th>{_unit(total.cap)} charged</th></tr>{spent_rows}</table>"
+    unit = _unit(total.cap)
+    spent_rows = "".join(
+        f"<tr><td>{_e(a)}</td><td class='num'>{v:.6g}</td></tr>" for a, v in sorted(by_analyst.items())
     )
+    return (
+        f"<section class='dataset' data-dataset='{_e(name)}'><h2>Dataset {_e(name)}</h2>"
+        f"<h3>Budgets</h3>{_budgets(statuses)}"
+        "<h3>Spend over time</h3>"
+        f"{budget_plot(name, points, cap=_amount(total.cap), unit=unit)}"
+        f"<div class='scroll'><table class='by-analyst'><tr><th>analyst</th><th>{unit} charged</th></tr>"
+        f"{spent_rows}</table></div>"
+        f"<h3>Releases</h3>{_releases(ledger.releases(name), charges, extras.cache_hits)}"
+        f"<h3>Failures</h3>{_failures(points, charges)}</section>"
+    )
+
+
+def _budgets(statuses: Sequence[BudgetStatus]) -> str:
+    """The total budget and every sub-budget: scope, cap, spent, remaining, share used."""
+    rows = []
+    for s in sorted(statuses, key=lambda s: (_SCOPE_ORDER.get(s.scope.kind, 9), s.scope.start or 0, s.scope.value)):
+        cap, spent = _amount(s.cap), _amount(s.spent)
+        used = spent / cap if cap > 0 else 1.0
+        meter = (
+            f'<meter min="0" max="{cap:.6g}" value="{min(spent, cap):.6g}" low="{cap * 0.5:.6g}" '
+            f'high="{cap * 0.8:.6g}" optimum="0"></meter> {used:.0%}'
+        )
+        rows.append(
+            f'<tr class="budget-row" data-scope="{_e(s.scope.kind)}"><th scope="row">{_e(_scope_text(s.scope))}</th>'
+            + _td("cap", _e(_loss_text(s.cap)), "num")
+            + _td("spent", _e(_loss_text(s.spent)), "num")
+            + _td("remaining", _e(_loss_text(s.remaining)), "num")
+            + _td("used", meter, "num")
+            + "</tr>"
+        )
+    return _table("budgets", ("scope", "cap", "spent", "remaining", "used"), rows)
+
+
+def _releases(releases: Sequence[StoredRelease], charges: Sequence[ChargeRecord], hits: dict[int, int]) -> str:
+    """The release list: time, analyst, question, cost, answers from the store, mechanism, values, explain."""
+    if not releases:
+        return "<p class='muted no-releases'>No release yet.</p>"
+    cost = {c.charge_id: c.loss for c in charges}
+    rows = []
+    for r in sorted(releases, key=lambda r: r.release_id):
+        params = r.parameters
+        epsilon, delta = _cost_cells(cost.get(r.charge_id))
+        again = hits.get(r.release_id, 0)
+        details = (
+            f"<details class='values'><summary>values</summary><div class='scroll'>{_values(r.value)}</div></details>"
+            f"<details class='explain'><summary>explain</summary><pre>{_e(params.get('explain', ''))}</pre></details>"
+        )
+        rows.append(
+            f'<tr class="release" data-release-id="{r.release_id}">'
+            + _td("id", str(r.release_id), "num")
+            + _td("time (UTC)", _e("" if r.created_at is None else _clock(r.created_at, zone=False)), "time")
+            + _td("analyst", _e(params.get("analyst", "")))
+            + _td("question", _e(_question(params)), "question")
+            + _td("ε", _e(epsilon), "num epsilon")
+            + _td("δ", _e(delta), "num delta")
+            + _td("from store", "—" if again == 0 else f"{again}×", "num cached")
+            + _td("mechanism", _e(r.mechanism))
+            + _td("details", details)
+            + "</tr>"
+        )
+    head = (
+        "id",
+        "time (UTC)",
+        "analyst",
+        "question",
+        "ε",
+        "δ",
+        "answered again from the store",
+        "mechanism",
+        "noisy values, explain",
+    )
+    return _table("releases", head, rows)
+
+
+def _failures(points: Sequence[SpendPoint], charges: Sequence[ChargeRecord]) -> str:
+    """Charges without a release (failed, abandoned, reserved, refunded); refusals are not recorded."""
+    found = [
+        (_clock(p.at, zone=False), p.analyst, p.state, p.loss) for p in points if p.state is not ChargeState.COMMITTED
+    ]
+    found += [("", c.analyst, c.state, c.loss) for c in charges if c.state is ChargeState.REFUNDED]
+    note = (
+        "<p class='muted refusals'>Requests refused before any charge (budget exhausted, bad input) are not"
+        " written to the ledger, so they are not listed.</p>"
+    )
+    if not found:
+        return f"<p class='muted no-failures'>No failed, abandoned, pending or refunded charge.</p>{note}"
+    rows = []
+    for at, analyst, state, loss in found:
+        epsilon, delta = _cost_cells(loss)
+        rows.append(
+            f'<tr class="failure" data-state="{_e(state.value)}">'
+            + _td("time (UTC)", _e(at), "time")
+            + _td("analyst", _e(analyst))
+            + _td("state", _e(_STATE_TEXT.get(state, state.value)), "state")
+            + _td("ε", _e(epsilon), "num epsilon")
+            + _td("δ", _e(delta), "num delta")
+            + "</tr>"
+        )
+    return _table("failures", ("time (UTC)", "analyst", "state", "ε", "δ"), rows) + note
+
+
+def _table(cls: str, head: Sequence[str], rows: Sequence[str]) -> str:
+    """A table in a box of its own that scrolls sideways; stacked into one card per row on narrow screens."""
+    heads = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return (
+        f"<div class='scroll'><table class='{cls} stack'><thead><tr>{heads}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _td(label: str, content: str, cls: str = "") -> str:
+    """A cell (``content`` is HTML already) with its column's name for the stacked layout."""
+    klass = f' class="{cls}"' if cls else ""
+    return f'<td data-label="{_e(label)}"{klass}>{content}</td>'
+
+
+def _ledger_extras(ledger: Ledger, names: Sequence[str]) -> _Extras:
+    """Every dataset's budget scopes and every release's cache-hit count (``Ledger.budget_scopes``, ``cache_hits``)."""
+    return _Extras({name: ledger.budget_scopes(name) for name in names}, ledger.cache_hits())
+
+
+def _scope_text(scope: Scope) -> str:
+    if scope.kind == "total":
+        return "dataset total"
+    if scope.kind == "period" and scope.start is not None and scope.end is not None:
+        return f"period {_clock(scope.start, zone=False)} – {_clock(scope.end)}"
+    return f"{scope.kind} {scope.value}"
+
+
+def _question(params: dict[str, Any]) -> str:
+    """The question as one line: the canonical query read out, else the SQL as written, never JSON."""
+    text = question_text(params.get("query"))
+    if text:
+        return text
+    sql = params.get("sql")
+    return " ".join(sql.split()) if isinstance(sql, str) and sql.strip() else "(not readable)"
 
 
 def budget_plot(name: str, points: Sequence[SpendPoint], *, cap: float, unit: str) -> str:
@@ -187,25 +379,6 @@ def _steps(points: list[tuple[float, float]], *, end_x: float, start_y: float) -
     return "".join(d)
 
 
-def _history(releases: list[StoredRelease]) -> str:
-    if not releases:
-        return "<h2>Release history</h2><p class='muted' id='no-releases'>No release yet.</p>"
-    rows = []
-    for r in sorted(releases, key=lambda r: r.release_id):
-        params = r.parameters
-        query = params.get("query")
-        rows.append(
-            f'<tr class="release" data-release-id="{r.release_id}"><td>{r.release_id}</td><td>{_e(r.dataset)}</td>'
-            f"<td>{_e(params.get('analyst', ''))}</td><td>{_e(r.mechanism)}</td>"
-            f"<td><details><summary>query and values</summary><pre>{_e(json.dumps(query, indent=1))}</pre>"
-            f"{_values(r.value)}</details></td>"
-            f"<td><details class='explain'><summary>explain</summary><pre>{_e(params.get('explain', ''))}</pre>"
-            "</details></td></tr>"
-        )
-    head = "<tr><th>id</th><th>dataset</th><th>analyst</th><th>mechanism</th><th>query</th><th>explain</th></tr>"
-    return f"<h2>Release history</h2><table id='releases'>{head}{''.join(rows)}</table>"
-
-
 def _values(value: Any) -> str:
     if not isinstance(value, dict):
         return ""
@@ -216,6 +389,30 @@ def _values(value: Any) -> str:
 
 def _fmt(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else ("" if value is None else str(value))
+
+
+def _loss_text(loss: PrivacyLoss) -> str:
+    """``ε=0.5``, ``ε=1, δ=1e-08`` or ``ρ=0.125`` (6 significant digits)."""
+    if isinstance(loss, ApproxDP):
+        return f"ε={_num(loss.epsilon)}, δ={_num(loss.delta)}"
+    if isinstance(loss, PureDP):
+        return f"ε={_num(loss.epsilon)}"
+    return f"ρ={_num(loss.rho)}"
+
+
+def _cost_cells(loss: PrivacyLoss | None) -> tuple[str, str]:
+    """A charge's (ε, δ) cells; a zCDP charge gives ``ρ=…`` and no δ."""
+    if loss is None:
+        return "", ""
+    if isinstance(loss, ApproxDP):
+        return _num(loss.epsilon), _num(loss.delta)
+    if isinstance(loss, PureDP):
+        return _num(loss.epsilon), "0"
+    return f"ρ={_num(loss.rho)}", "—"
+
+
+def _num(value: Fraction) -> str:
+    return f"{float(value):.6g}"
 
 
 def _amount(loss: PrivacyLoss) -> float:
@@ -230,8 +427,9 @@ def _unit(loss: PrivacyLoss) -> str:
     return "ρ" if isinstance(loss, ZCDP) else "ε"
 
 
-def _clock(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def _clock(t: float, *, zone: bool = True) -> str:
+    text = dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{text} UTC" if zone else text
 
 
 def _e(value: object) -> str:

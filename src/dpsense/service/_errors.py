@@ -60,6 +60,7 @@ from dpsense.core.errors import (
     UnknownDataset,
     UsageError,
 )
+from dpsense.interface.wording import for_interface
 
 log = logging.getLogger("dpsense.service")
 
@@ -137,7 +138,8 @@ def dpsense_error(exc: DPSenseError) -> JSONResponse:
     """The response for a ``DPSenseError`` (see the table in the module docstring)."""
     if isinstance(exc, UsageError):
         status, code = _usage_status(exc)
-        body = error_document(code, _cut(str(exc)), rule=_cut(exc.rule), value=_plain(exc.value), fix=exc.fix)
+        message, fix = for_interface(str(exc), "http"), for_interface(exc.fix, "http")
+        body = error_document(code, _cut(message), rule=_cut(exc.rule), value=_plain(exc.value), fix=fix)
         if isinstance(exc, BudgetExhausted):
             body["error"] |= {"scope": exc.scope, "requested": str(exc.requested), "remaining": str(exc.remaining)}
         elif isinstance(exc, SnapshotNotCurrent):
