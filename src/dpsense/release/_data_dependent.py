@@ -89,20 +89,16 @@ class DataDependentSteps(ABC):
         if StepPart.COUNT in by_part:  # smooth sensitivity or PTR: they need a public n
             return self._public_n_statistic(agg, by_part[StepPart.COUNT], by_part[StepPart.VALUE], q=q)
         step = by_part[StepPart.VALUE]
-        low, high = inward_interval(*agg.bounds[0])
+        low, high, integers, points = _candidates(agg, step)
         eps = step.mechanism_epsilon
         values: list[Any] = []
-        em = step.mechanism is Mechanism.EM_QUANTILE
-        integers = agg.integer_candidates and em
-        # a numeric column: the points of the decimal grids of [L, U] join the cells (the bounds alone decide)
-        points = em and not integers and bool(point_grids((low, high)))
         for x in self.present_values(agg, step):
             values.append(
                 order_release(
                     step, x, q, (low, high), eps, self.plan.adjacency, integers=integers, decimal_points=points
                 )
             )
-        note = _rank_note(step, q, eps, self.plan.adjacency, (low, high) if integers else None, points=points)
+        note = order_rank_note(agg, step, self.plan.adjacency)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, step.unit_cost)]
 
     def joint_quantiles(self, agg: AggregateIR, step: PlanStep) -> tuple[list[Output], list[PrivacyLoss]]:
@@ -351,6 +347,29 @@ class DataDependentSteps(ABC):
         note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
         loss = group_privacy(eps, step.unit_cost)
         return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+def _candidates(agg: AggregateIR, step: PlanStep) -> tuple[float, float, bool, bool]:
+    """The clip [low, high] of an order statistic and its candidates: integers, decimal points (public facts)."""
+    low, high = inward_interval(*agg.bounds[0])
+    em = step.mechanism is Mechanism.EM_QUANTILE
+    integers = agg.integer_candidates and em
+    # a numeric column: the points of the decimal grids of [L, U] join the cells (the bounds alone decide)
+    points = em and not integers and bool(point_grids((low, high)))
+    return low, high, integers, points
+
+
+def order_rank_note(agg: AggregateIR, step: PlanStep, adjacency: Adjacency) -> str:
+    """The public rank accuracy of an order statistic released without a public n (EM, inverse sensitivity).
+
+    From public facts only (ε, adjacency, the bounds and the candidates), so a forecast states it before
+    the release and the release states it again.
+    """
+    q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
+    if q is None:
+        raise InternalError("a quantile without q")
+    low, high, integers, points = _candidates(agg, step)
+    return _rank_note(step, q, step.mechanism_epsilon, adjacency, (low, high) if integers else None, points=points)
 
 
 def _rank_note(

@@ -10,8 +10,10 @@ functions (``mechanisms.laplace_accuracy`` and its kin; ``statistics._steps.plan
 - a mean with a private n: ``|error| <= (S + h N) / n`` with S and N the 97.5 % bounds of its noisy
   centred sum and count and h half the width of its bounds, so the forecast gives S and N, the bound at
   a few n, and the n below which the bound covers the whole range of the bounds (noise-dominated);
-- statistics calibrated to the data (quantiles, smooth sensitivity, PTR, an adaptive clip): no number
-  before the data is read; the forecast says so.
+- a median or quantile by the exponential mechanism or inverse sensitivity: its rank accuracy, the note
+  its release states (``_data_dependent.order_rank_note``: ε, adjacency and candidates are public);
+- statistics calibrated to the data (smooth sensitivity, PTR, an adaptive clip): no number before the
+  data is read; the forecast says so.
 
 ``epsilon_for`` inverts it: the least ε (to three significant digits, rounded up) at which every
 named statistic's bound is at most its target, found by bisection over re-planned releases (the bound
@@ -29,6 +31,7 @@ from fractions import Fraction
 
 from dpsense.core.errors import UsageError
 from dpsense.query import AggregateKind, Plan, PlanStep, QueryIR, StepPart
+from dpsense.release._data_dependent import order_rank_note
 from dpsense.statistics._steps import CONFIDENCE, planned_accuracy
 
 #: Group sizes at which a private-n mean's forecast is spelled out.
@@ -107,6 +110,10 @@ def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[
                 how = f"{accuracy.noise}, the sum over the public number of units"
                 out.append(ExpectedError(name, kind, float(accuracy.error_bound), CONFIDENCE, how))
                 continue
+        if agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE) and set(parts) == {StepPart.VALUE}:
+            how = order_rank_note(agg, parts[StepPart.VALUE], plan.adjacency)
+            out.append(ExpectedError(name, kind, None, CONFIDENCE, how))
+            continue
         if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.CENTERED_SUM, StepPart.COUNT}:
             out.append(
                 _private_n_mean(name, agg.bounds[0], parts[StepPart.CENTERED_SUM], parts[StepPart.COUNT], dimension)

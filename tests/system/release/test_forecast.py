@@ -50,7 +50,11 @@ def test_a_private_n_mean_is_forecast_as_a_formula_in_the_group_size(session: dp
     mean, median = session.forecast(query, epsilon=0.5).expected
     assert mean.bound is None and "/ n" in mean.how and mean.noise_dominated_below is not None
     assert "noise-dominated" in mean.how and f"n = {mean.noise_dominated_below:,}" in mean.how
-    assert median.bound is None and "calibrates to the data" in median.how
+    assert median.bound is None and "its error is in ranks" in median.how
+    released = session.release(query, epsilon=0.5)  # the release states the same rank accuracy
+    assert released.record.value["notes"]["median(age)"]["accuracy"] == median.how
+    smooth = session.dataset("events").query().agg(s=dp.median("age", mechanism="smooth_median"))
+    assert "calibrates to the data" in session.forecast(smooth, epsilon=0.5).expected[0].how
     with pytest.raises(UsageError, match="no number before the data"):
         session.epsilon_for(query, error={"m": 1.0})
 
