@@ -11,9 +11,10 @@ No data-dependent scale is ever reported as accuracy.
 
 from __future__ import annotations
 
+import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -77,9 +78,8 @@ class DataDependentSteps(ABC):
             data = self.engine.collect(view, columns=columns, max_rows=self.max_collect_rows)
             return [np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])]
         data = self.engine.collect(view, columns=[self.group_column, *columns], max_rows=self.max_collect_rows)
-        labels = data[self.group_column]
         stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
-        return [stacked[np.asarray(labels == key)] for key in self.keys or []]
+        return split_by_key(np.asarray(data[self.group_column]), stacked, self.keys or [])
 
     def order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
@@ -347,6 +347,29 @@ class DataDependentSteps(ABC):
         note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
         loss = group_privacy(eps, step.unit_cost)
         return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+def split_by_key(labels: NDArray[Any], rows: NDArray[np.float64], keys: Sequence[Any]) -> list[NDArray[np.float64]]:
+    """``rows`` split by their group ``labels``, one array per public key in order (empty for an absent key).
+
+    ``Engine.collect`` returns rows sorted by the group column, so each group is one run: the runs are
+    found in one pass (where the label changes) and looked up by key, instead of a mask over every row
+    per key (1 000 groups over 10^7 rows took seconds). Rows keep their order. Should the labels not
+    come sorted, a label in two runs, the masks are used (same result).
+    """
+    if labels.size == 0:
+        return [rows[:0] for _ in keys]
+    starts = np.concatenate(([0], np.flatnonzero(labels[1:] != labels[:-1]) + 1, [labels.size]))
+    runs = {_plain(labels[a]): (a, b) for a, b in itertools.pairwise(starts)}
+    if len(runs) != len(starts) - 1:
+        return [rows[np.asarray(labels == key)] for key in keys]
+    empty = rows[:0]
+    return [rows[runs[key][0] : runs[key][1]] if key in runs else empty for key in keys]
+
+
+def _plain(label: Any) -> Any:
+    """A numpy scalar label as the Python value public keys compare and hash equal to."""
+    return label.item() if isinstance(label, np.generic) else label
 
 
 def _candidates(agg: AggregateIR, step: PlanStep) -> tuple[float, float, bool, bool]:
