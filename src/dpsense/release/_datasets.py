@@ -485,7 +485,11 @@ def load_stored(
 
 
 def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
-    """Apply the data policies, then index the snapshot on its privacy unit (a secret order per process).
+    """Apply the data policies, then index the snapshot on its privacy unit under a fresh secret order.
+
+    The order is this process's; once the snapshot is stored (``_store``) it stays the snapshot's for
+    every later attach. Privacy does not depend on it: each release keeps, per unit, rows chosen from
+    that unit's rows alone (``_index_query.rotation_condition``), whatever the order.
 
     The clipped sum of every column with declared bounds (the sum, mean and variance steps use it
     unless a query overrides the bounds) is offered to the index, so an engine may store its exact
