@@ -212,6 +212,8 @@ class DuckDBStewardSteps(ABC):
 
         One table, ``snapshot``, holds the public columns, the index and the stored grid units in the
         snapshot's (unit, position) order; the file is checkpointed and closed when this returns.
+        DuckDB's failure to write it (a full disk, a missing folder) is an ``OSError``, as the store's
+        own file operations are.
         """
         self._check_open()
         self._require_files()
@@ -221,11 +223,16 @@ class DuckDBStewardSteps(ABC):
         if path.exists():
             raise InternalError("a snapshot file is written once, to a new path")
         alias = _query.quote(f"{FILE_PREFIX}{next(self._counter)}")
-        self._con.execute(f"ATTACH {_sql_text(path)} AS {alias}")
+        try:
+            self._con.execute(f"ATTACH {_sql_text(path)} AS {alias}")
+        except duckdb.Error:
+            raise OSError("the snapshot file could not be created") from None
         try:
             self._con.execute(f"CREATE TABLE {alias}.{SNAPSHOT_TABLE} AS SELECT * FROM {relation}")
+        except duckdb.Error:  # a full disk, a lost directory: the caller keeps the data in memory
+            raise OSError("the snapshot file could not be written") from None
         finally:
-            self._con.execute(f"DETACH {alias}")
+            self._con.execute(f"DETACH DATABASE IF EXISTS {alias}")
 
     def load_snapshot(
         self, name: str, path: Path, *, info: TableInfo, unit_column: str, sums: Sequence[ClippedSum] = ()
