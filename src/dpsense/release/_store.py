@@ -68,9 +68,13 @@ class SnapshotStore:
             return None
         return cls(Path(path + _STORE_SUFFIX))
 
-    def files(self, dataset: str, snapshot: str) -> tuple[Path, Path]:
-        """The snapshot file and its manifest for (``dataset``, ``snapshot``)."""
-        stem = hashlib.sha256(f"{dataset}\0{snapshot}".encode()).hexdigest()[:32]
+    def files(self, dataset: str, snapshot: str, key: bytes) -> tuple[Path, Path]:
+        """The snapshot file and its manifest for (``dataset``, ``snapshot``) of the ledger whose key is ``key``.
+
+        The name is a keyed hash: ledgers sharing a store directory never share a file, and the names
+        do not show which datasets it holds.
+        """
+        stem = hmac.new(_derived(key, b"name"), f"{dataset}\0{snapshot}".encode(), hashlib.sha256).hexdigest()[:32]
         return self.directory / f"{stem}.duckdb", self.directory / f"{stem}.json"
 
     def save(
@@ -92,7 +96,7 @@ class SnapshotStore:
         if not (isinstance(engine, SnapshotFiles) and engine.stores_snapshots):
             return False
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path, manifest = self.files(dataset, snapshot)
+        path, manifest = self.files(dataset, snapshot, key)
         scratch = path.with_name(f".{path.stem}.{random_bytes(8).hex()}.tmp")
         try:
             engine.save_snapshot(table, scratch)
@@ -134,7 +138,7 @@ class SnapshotStore:
         """
         if not (isinstance(engine, SnapshotFiles) and engine.stores_snapshots):
             return False
-        path, manifest = self.files(dataset, snapshot)
+        path, manifest = self.files(dataset, snapshot, key)
         body = _read_manifest(manifest, key)
         if body is None or (body["dataset"], body["snapshot"], body["fingerprint"]) != (dataset, snapshot, fingerprint):
             return False

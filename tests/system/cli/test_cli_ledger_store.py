@@ -44,7 +44,9 @@ def _add_args(root: Path) -> list[str]:
 
 
 def _stored_file(ledger_db: Path, snapshot: str = "v1") -> Path:
-    data, _ = SnapshotStore(Path(f"{ledger_db}.store")).files("events", snapshot)
+    with Ledger.open(f"sqlite:///{ledger_db}") as ledger:
+        key = ledger.fingerprint_key()
+    data, _ = SnapshotStore(Path(f"{ledger_db}.store")).files("events", snapshot, key)
     return data
 
 
@@ -148,13 +150,15 @@ def test_store_names_the_snapshot_directory_of_every_session(tmp_path: Path) -> 
     added = cli.steward(*_add_args(tmp_path), "--create", "--store", str(shared))
     assert added.exit_code == 0, added.stderr
     assert not (tmp_path / "ledger.db.store").exists()  # not the default beside the ledger
-    assert SnapshotStore(shared).files("events", "v1")[0].is_file()
+    with Ledger.open(cli.ledger) as ledger:
+        key = ledger.fingerprint_key()
+    assert SnapshotStore(shared).files("events", "v1", key)[0].is_file()
     assert cli.steward("dataset", "verify", "events", "--store", str(shared)).exit_code == 0
     assert cli.steward("dataset", "verify", "events").exit_code == EXIT_TAMPERED  # nothing beside the ledger
     env = {"DPSENSE_LEDGER": cli.ledger, "DPSENSE_ANALYST": "steward", "DPSENSE_STORE": str(shared)}
     from_env = CliRunner().invoke(app, ["dataset", "verify", "events", "--steward"], env=env, catch_exceptions=False)
     assert from_env.exit_code == 0, from_env.stderr
-    _flip_a_byte(SnapshotStore(shared).files("events", "v1")[0])
+    _flip_a_byte(SnapshotStore(shared).files("events", "v1", key)[0])
     assert cli.steward("dataset", "verify", "events", "--store", str(shared)).exit_code == EXIT_TAMPERED
 
 

@@ -19,6 +19,7 @@ import pytest
 
 import dpsense as dp
 from dpsense.core.errors import InvalidData, UsageError
+from dpsense.ledger import Ledger
 from dpsense.release._store import SnapshotStore
 from tests.system.release.support import planted, register
 
@@ -46,7 +47,9 @@ def _count(tmp_path: Path, *, epsilon: float = 1.0, snapshot: str | None = None)
 
 
 def _files(tmp_path: Path, name: str = "events", snapshot: str = "v1") -> tuple[Path, Path]:
-    return SnapshotStore(tmp_path / "ledger.db.store").files(name, snapshot)
+    with Ledger.open(_ledger(tmp_path)) as ledger:
+        key = ledger.fingerprint_key()
+    return SnapshotStore(tmp_path / "ledger.db.store").files(name, snapshot, key)
 
 
 def test_registration_stores_an_owner_only_snapshot_that_attaches_without_its_source(tmp_path: Path) -> None:
@@ -160,3 +163,23 @@ def test_an_unwritable_store_refuses_the_registration_before_the_ledger_records_
         with pytest.raises(UsageError, match="snapshot store beside the ledger could not be written"):
             register(steward, planted(), source=_source(tmp_path))
         assert steward.datasets() == []
+
+
+def test_two_ledgers_sharing_a_store_directory_keep_their_own_files(tmp_path: Path) -> None:
+    """Names are keyed per ledger: the same dataset and snapshot in two ledgers are two files, never one."""
+    shared = tmp_path / "shared"
+    sources = {}
+    for name, persons in (("a", 600), ("b", 300)):
+        sources[name] = tmp_path / f"{name}.parquet"
+        planted(persons=persons).to_parquet(sources[name])
+        url = f"sqlite:///{tmp_path / name}.db"
+        with dp.Session.open(url, analyst="steward", role="steward", store=shared) as steward:
+            register(steward, planted(), source=sources[name])
+    assert len(list(shared.glob("*.duckdb"))) == 2
+    assert not any("events" in f.name for f in shared.iterdir())  # names do not show the datasets
+    for name, persons in (("a", 600), ("b", 300)):
+        sources[name].unlink()
+        with dp.Session.open(f"sqlite:///{tmp_path / name}.db", analyst="steward", store=shared) as session:
+            events = session.dataset("events")
+            released = session.release(events.query().agg(n=dp.count()), epsilon=2)
+            assert abs(int(released.table["n"][0]) - 3 * persons) < 200
