@@ -113,10 +113,11 @@ def _frame(units: int) -> pd.DataFrame:
         ({"adjacency": "add_remove"}, lambda d: d.query()),
         ({"rows": 2}, lambda d: d.query()),
         ({"policy": "clamp"}, lambda d: d.query()),
+        ({"policy": "drop"}, lambda d: d.query()),
         ({}, lambda d: d.query().filter("f", "==", 1)),
         ({}, lambda d: d.query().group_by("g").max_groups_per_unit(1)),
     ],
-    ids=["add_remove", "two_rows_per_unit", "missing_values_kept", "filtered", "grouped"],
+    ids=["add_remove", "two_rows_per_unit", "missing_values_kept", "rows_dropped", "filtered", "grouped"],
 )
 def test_n_stays_private_wherever_it_could_differ_between_neighbours(
     declared: dict[str, object], query: object, tmp_path: Path
@@ -125,7 +126,9 @@ def test_n_stays_private_wherever_it_could_differ_between_neighbours(
         ds = _register(s, "d", _frame(40), **declared)  # type: ignore[arg-type]
         plan = s.preview(query(ds).agg(m=dp.mean("v")), epsilon=1)  # type: ignore[operator]
         assert plan.public_n is None and [st.part for st in plan.steps] == [StepPart.CENTERED_SUM, StepPart.COUNT]
-        assert ("units" in ds.profile.to_json()) == (declared.get("adjacency", "replace") == "replace")
+        # a drop policy can remove a unit whose replacement stays: then the count is not public either
+        recorded = declared.get("adjacency", "replace") == "replace" and declared.get("policy") != "drop"
+        assert ("units" in ds.profile.to_json()) == recorded
 
 
 def test_a_public_n_from_the_request_is_refused_and_nothing_is_charged(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from dpsense.query._values import PublicValue
 from dpsense.release._policy import PrivacyPolicy
 from dpsense.release._profile import Profile, build_profile, check_quality, checked_columns
 from dpsense.release._progress import REGISTRATION_STAGES, Progress, no_progress
-from dpsense.release._store import SnapshotStore
+from dpsense.release._store import SnapshotStore, declarations_digest
 from dpsense.statistics._steps import bounded_sum
 
 
@@ -335,6 +335,7 @@ def _prepared(
                 snapshot=snapshot,
                 fingerprint=fingerprint,
                 key=ledger.fingerprint_key(),
+                declarations=declarations_digest(profile.to_json()),
             )
         except OSError:
             raise UsageError(
@@ -457,6 +458,7 @@ def attach(
                 snapshot=stored.snapshot,
                 fingerprint=stored.fingerprint,
                 key=ledger.fingerprint_key(),
+                declarations=declarations_digest(profile.to_json()),
             )
     return dataset
 
@@ -478,6 +480,7 @@ def load_stored(
         snapshot=dataset.snapshot,
         fingerprint=fingerprint,
         key=ledger.fingerprint_key(),
+        declarations=declarations_digest(dataset.profile.to_json()),
         unit_column=dataset.profile.unit,
         sums=declared_sums(dataset.profile),
         full_check=full_check,
@@ -500,13 +503,17 @@ def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
 
 
 def with_public_units(engine: StewardEngine, table: str, profile: Profile) -> Profile:
-    """Under replace adjacency, the profile with the snapshot's number of units (after the data policies).
+    """Under replace adjacency, the profile with the snapshot's number of units, when no policy drops rows.
 
     Replace adjacency changes one unit's data for another's: every neighbour holds as many units, so
     the number is not protected by the guarantee and is recorded as a public fact (docs/concepts.md,
     "The number of units under replace"). Under add/remove it stays private and is never recorded.
+    A ``drop`` policy breaks that: a unit whose every row it drops is gone from the snapshot, and its
+    replacement need not be, so the count after the policies differs between neighbours; then no
+    count is recorded and no mean uses a public n. (Rows without a unit are no unit: dropping them
+    changes no count.)
     """
-    if profile.adjacency is not Adjacency.REPLACE:
+    if profile.adjacency is not Adjacency.REPLACE or any(c.policy == "drop" for c in profile.columns.values()):
         return profile
     return dataclasses.replace(profile, units=engine.unit_count(table, unit_column=profile.unit))
 

@@ -157,6 +157,8 @@ def public_units(profile: Profile, ir: QueryIR) -> int | None:
     means = [a for a in ir.aggregates if a.kind is AggregateKind.MEAN]
     if profile.adjacency is not Adjacency.REPLACE or profile.units is None or ir.filters or ir.group_by or not means:
         return None
+    if any(c.policy == "drop" for c in profile.columns.values()):  # a drop policy makes the count data-dependent
+        return None
     for agg in means:
         rows = agg.max_rows_per_unit if agg.max_rows_per_unit is not None else profile.max_rows_per_unit
         column = profile.columns.get(agg.columns[0])

@@ -42,7 +42,7 @@ from dpsense.engine import ClippedSum, ColumnInfo, SnapshotFiles, StewardEngine,
 from dpsense.noise.entropy import random_bytes
 
 #: Bumped when the file layout or the manifest changes; older manifests are then ignored (re-stored).
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 _STORE_SUFFIX = ".store"
 _CHUNK = 1 << 22
 
@@ -68,13 +68,15 @@ class SnapshotStore:
             return None
         return cls(Path(path + _STORE_SUFFIX))
 
-    def files(self, dataset: str, snapshot: str, key: bytes) -> tuple[Path, Path]:
-        """The snapshot file and its manifest for (``dataset``, ``snapshot``) of the ledger whose key is ``key``.
+    def files(self, dataset: str, snapshot: str, key: bytes, declarations: str) -> tuple[Path, Path]:
+        """The snapshot file and its manifest for (``dataset``, ``snapshot``) prepared under ``declarations``.
 
-        The name is a keyed hash: ledgers sharing a store directory never share a file, and the names
-        do not show which datasets it holds.
+        The name is a keyed hash (``key``: the ledger's) of the three: ledgers sharing a store directory
+        never share a file, two registrations of one snapshot under other declarations (a race, a
+        copied ledger) never share one, and the names do not show which datasets the store holds.
         """
-        stem = hmac.new(_derived(key, b"name"), f"{dataset}\0{snapshot}".encode(), hashlib.sha256).hexdigest()[:32]
+        name = f"{dataset}\0{snapshot}\0{declarations}".encode()
+        stem = hmac.new(_derived(key, b"name"), name, hashlib.sha256).hexdigest()[:32]
         return self.directory / f"{stem}.duckdb", self.directory / f"{stem}.json"
 
     def save(
@@ -87,6 +89,7 @@ class SnapshotStore:
         snapshot: str,
         fingerprint: str,
         key: bytes,
+        declarations: str,
     ) -> bool:
         """Store the prepared snapshot ``table`` (schema ``info``); False (nothing stored) where the engine cannot.
 
@@ -96,7 +99,7 @@ class SnapshotStore:
         if not (isinstance(engine, SnapshotFiles) and engine.stores_snapshots):
             return False
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path, manifest = self.files(dataset, snapshot, key)
+        path, manifest = self.files(dataset, snapshot, key, declarations)
         scratch = path.with_name(f".{path.stem}.{random_bytes(8).hex()}.tmp")
         try:
             engine.save_snapshot(table, scratch)
@@ -112,6 +115,7 @@ class SnapshotStore:
             "dataset": dataset,
             "snapshot": snapshot,
             "fingerprint": fingerprint,
+            "declarations": declarations,
             "columns": [[c.name, c.sql_type, c.kind] for c in info.columns],
             "checksum": checksum,
             "identity": _identity(path),
@@ -128,19 +132,30 @@ class SnapshotStore:
         snapshot: str,
         fingerprint: str,
         key: bytes,
+        declarations: str,
         unit_column: str,
         sums: Sequence[ClippedSum],
         full_check: bool = False,
     ) -> bool:
         """Attach the stored snapshot as ``table``; False (nothing attached) when any check fails.
 
-        ``full_check`` re-reads the file's keyed checksum even when its identity is unchanged.
+        ``declarations`` is the digest of the profile the ledger holds for the snapshot: a file
+        prepared under other declarations (other policies or bounds: other rows, other stored sums) is
+        never attached. A write-ahead log beside the file (``.wal``, which DuckDB would replay even
+        read-only) refuses it too. ``full_check`` re-reads the file's keyed checksum even when its
+        identity is unchanged.
         """
         if not (isinstance(engine, SnapshotFiles) and engine.stores_snapshots):
             return False
-        path, manifest = self.files(dataset, snapshot, key)
+        path, manifest = self.files(dataset, snapshot, key, declarations)
         body = _read_manifest(manifest, key)
-        if body is None or (body["dataset"], body["snapshot"], body["fingerprint"]) != (dataset, snapshot, fingerprint):
+        expected = (dataset, snapshot, fingerprint, declarations)
+        if (
+            body is None
+            or (body["dataset"], body["snapshot"], body["fingerprint"], body.get("declarations")) != expected
+        ):
+            return False
+        if os.path.lexists(f"{path}.wal"):  # DuckDB replays a .wal on attach: data the checksum never saw
             return False
         try:
             identity = _identity(path)
@@ -207,3 +222,9 @@ def _read_manifest(manifest: Path, key: bytes) -> dict[str, Any] | None:
     if not isinstance(mac, str) or not hmac.compare_digest(mac, _seal(sealed, key)):
         return None
     return sealed
+
+
+def declarations_digest(profile_json: dict[str, Any]) -> str:
+    """SHA-256 of a profile's declarations (its JSON without the source path and the public unit count)."""
+    declared = {k: v for k, v in profile_json.items() if k not in ("source", "units")}
+    return hashlib.sha256(json.dumps(declared, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

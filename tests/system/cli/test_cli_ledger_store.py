@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dpsense.cli._app import app
 from dpsense.cli._errors import EXIT_REFUSED, EXIT_TAMPERED, EXIT_UNREADABLE
 from dpsense.ledger import Ledger
-from dpsense.release._store import SnapshotStore
+from dpsense.release._store import SnapshotStore, declarations_digest
 from tests.system.cli.support import POLICY, SPEC, Cli, write_csv, write_yaml
 
 
@@ -45,8 +45,8 @@ def _add_args(root: Path) -> list[str]:
 
 def _stored_file(ledger_db: Path, snapshot: str = "v1") -> Path:
     with Ledger.open(f"sqlite:///{ledger_db}") as ledger:
-        key = ledger.fingerprint_key()
-    data, _ = SnapshotStore(Path(f"{ledger_db}.store")).files("events", snapshot, key)
+        key, profile = ledger.fingerprint_key(), ledger.profile("events", snapshot).profile
+    data, _ = SnapshotStore(Path(f"{ledger_db}.store")).files("events", snapshot, key, declarations_digest(profile))
     return data
 
 
@@ -151,14 +151,14 @@ def test_store_names_the_snapshot_directory_of_every_session(tmp_path: Path) -> 
     assert added.exit_code == 0, added.stderr
     assert not (tmp_path / "ledger.db.store").exists()  # not the default beside the ledger
     with Ledger.open(cli.ledger) as ledger:
-        key = ledger.fingerprint_key()
-    assert SnapshotStore(shared).files("events", "v1", key)[0].is_file()
+        key, digest = ledger.fingerprint_key(), declarations_digest(ledger.profile("events").profile)
+    assert SnapshotStore(shared).files("events", "v1", key, digest)[0].is_file()
     assert cli.steward("dataset", "verify", "events", "--store", str(shared)).exit_code == 0
     assert cli.steward("dataset", "verify", "events").exit_code == EXIT_TAMPERED  # nothing beside the ledger
     env = {"DPSENSE_LEDGER": cli.ledger, "DPSENSE_ANALYST": "steward", "DPSENSE_STORE": str(shared)}
     from_env = CliRunner().invoke(app, ["dataset", "verify", "events", "--steward"], env=env, catch_exceptions=False)
     assert from_env.exit_code == 0, from_env.stderr
-    _flip_a_byte(SnapshotStore(shared).files("events", "v1", key)[0])
+    _flip_a_byte(SnapshotStore(shared).files("events", "v1", key, digest)[0])
     assert cli.steward("dataset", "verify", "events", "--store", str(shared)).exit_code == EXIT_TAMPERED
 
 

@@ -20,7 +20,7 @@ import pytest
 import dpsense as dp
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.ledger import Ledger
-from dpsense.release._store import SnapshotStore
+from dpsense.release._store import SnapshotStore, declarations_digest
 from tests.system.release.support import planted, register
 
 
@@ -48,8 +48,8 @@ def _count(tmp_path: Path, *, epsilon: float = 1.0, snapshot: str | None = None)
 
 def _files(tmp_path: Path, name: str = "events", snapshot: str = "v1") -> tuple[Path, Path]:
     with Ledger.open(_ledger(tmp_path)) as ledger:
-        key = ledger.fingerprint_key()
-    return SnapshotStore(tmp_path / "ledger.db.store").files(name, snapshot, key)
+        key, profile = ledger.fingerprint_key(), ledger.profile(name, snapshot).profile
+    return SnapshotStore(tmp_path / "ledger.db.store").files(name, snapshot, key, declarations_digest(profile))
 
 
 def test_registration_stores_an_owner_only_snapshot_that_attaches_without_its_source(tmp_path: Path) -> None:
@@ -183,3 +183,38 @@ def test_two_ledgers_sharing_a_store_directory_keep_their_own_files(tmp_path: Pa
             events = session.dataset("events")
             released = session.release(events.query().agg(n=dp.count()), epsilon=2)
             assert abs(int(released.table["n"][0]) - 3 * persons) < 200
+
+
+def test_a_write_ahead_log_beside_a_stored_file_refuses_it(tmp_path: Path) -> None:
+    """DuckDB replays ``<file>.wal`` even on a read-only attach: data the checksum never saw (a review's attack)."""
+    source = _source(tmp_path)
+    _register(tmp_path, source)
+    data, _ = _files(tmp_path)
+    with dp.Session.open(_ledger(tmp_path), analyst="steward") as session:
+        assert session.verify_snapshot("events")
+    Path(f"{data}.wal").write_bytes(b"not the registered data")
+    with dp.Session.open(_ledger(tmp_path), analyst="steward") as session:
+        assert not session.verify_snapshot("events")
+    source.unlink()
+    with pytest.raises(InvalidData, match="does not exist"):  # not attached from the store: the source is needed
+        _count(tmp_path)
+
+
+def test_a_file_prepared_under_other_declarations_is_never_attached(tmp_path: Path) -> None:
+    """A copied ledger (same secret) registering the same data under other bounds into a shared store."""
+    shared = tmp_path / "shared"
+    source = _source(tmp_path)
+    prod = f"sqlite:///{tmp_path / 'prod.db'}"
+    with dp.Session.open(prod, analyst="steward", role="steward", store=shared) as steward:
+        bounds = {"hours": (0, 16), "age": (0, 120)}
+        register(steward, planted(), source=source, bounds=bounds, policies={"hours": "clamp"})
+    shutil.copyfile(tmp_path / "prod.db", tmp_path / "staging.db")
+    staging = f"sqlite:///{tmp_path / 'staging.db'}"
+    with dp.Session.open(staging, analyst="steward", role="steward", store=shared) as steward:
+        steward.amend_dataset("events", bounds={"hours": (0, 24)}, policies={"hours": "refuse"}, snapshot="v1b")
+    assert len(list(shared.glob("*.duckdb"))) == 2  # one file per declarations
+    source.unlink()
+    for url, snapshot in ((prod, "v1"), (staging, "v1b")):
+        with dp.Session.open(url, analyst="steward", store=shared) as session:
+            assert session.verify_snapshot("events", snapshot=snapshot)
+            assert session.dataset("events", snapshot=snapshot).snapshot == snapshot
