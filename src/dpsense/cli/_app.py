@@ -47,6 +47,7 @@ from dpsense.cli._options import (
     parse_choices_by_value,
     parse_counts,
     parse_keys,
+    real_option,
 )
 from dpsense.core.errors import DPSenseError, LedgerUnreadable, UsageError
 
@@ -617,7 +618,7 @@ def set_budget(
             scope = Scope.family(family)
         elif period is not None:
             start, sep, end = period.partition(":")
-            if not (sep and start.strip().isdigit() and end.strip().isdigit()):
+            if not (sep and all(part.strip().isascii() and part.strip().isdigit() for part in (start, end))):
                 raise UsageError(
                     "--period takes START:END in Unix seconds", period, "e.g. --period 1767225600:1769904000"
                 )
@@ -872,7 +873,7 @@ def preview(
     from dpsense.cli._spec import load_release_spec
 
     with _command() as io:
-        targets = {name: float(number_option("--target", value)) for name, value in _pairs("--target", target)}
+        targets = {name: real_option("--target", value) for name, value in _pairs("--target", target)}
         spec, query = load_release_spec(spec_yaml)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit), spec.engine_settings())
         with _session(ledger, analyst, steward, choice, store=store) as session:

@@ -29,6 +29,21 @@ def _once(option: str, parsed: Mapping[str, object], column: str, item: str) -> 
         raise SpecError(option, "each column is given once", item, f"merge the {option} options for {column!r}")
 
 
+def _ascii_digits(text: str) -> bool:
+    """Only 0-9 (``str.isdigit`` also takes '²', which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def real_option(option: str, text: str) -> float:
+    """A decimal option's value as a float (``--target n=50``): the size rule, then a real number."""
+    number_option(option, text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(option, "expected a decimal number", text, f"write e.g. {option} n=50") from None
+    return value
+
+
 def number_option(option: str, text: str) -> str:
     """``text`` of a numeric option (``--epsilon 0.5``) if it keeps the size rule, else a ``SpecError``."""
     from dpsense.query._values import NUMBER_RULE, number_problem
@@ -67,7 +82,7 @@ def parse_keys(items: Sequence[str]) -> dict[str, list[str | int]]:
 
 def _key(text: str) -> str | int:
     digits = text[1:] if text[:1] in "+-" else text
-    return int(text) if digits.isdigit() else text
+    return int(text) if _ascii_digits(digits) else text
 
 
 def parse_choices(option: str, items: Sequence[str], choices: Sequence[str], example: str) -> dict[str, str]:
@@ -89,7 +104,7 @@ def parse_counts(option: str, items: Sequence[str], example: str) -> dict[str, i
     out: dict[str, int] = {}
     for item in items:
         column, value = _split(option, item, example)
-        if not value.isdigit() or int(value) < 1:
+        if not _ascii_digits(value) or int(value) < 1:
             raise SpecError(option, f"the value for {column!r} must be an integer >= 1", value, f"write e.g. {example}")
         _once(option, out, column, item)
         out[column] = int(value)

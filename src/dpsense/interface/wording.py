@@ -40,9 +40,13 @@ PHRASES: tuple[tuple[str, str, str], ...] = (
         "(POST /v1/steward/amendments)",
     ),
     (r"with set_budget", "with dpsense set-budget", "with PUT /v1/steward/budgets"),
-    (r"policies=\{'?([^':]*)'?: '?(\w+|\.\.\.)'?\}", r"--policy \1=\2", r'"policies": {"\1": "\2"}'),
-    (r"pass Query\('([^']*)'\)", r"name the dataset in the spec (dataset: \1)", r'name the dataset ("dataset": "\1")'),
-    (r"snapshot='([^']+)'", r"--snapshot \1", r'"snapshot": "\1"'),
+    (r"policies=\{'?([^':{}]{0,200})'?: '?(\w{1,20}|\.\.\.)'?\}", r"--policy \1=\2", r'"policies": {"\1": "\2"}'),
+    (
+        r"pass Query\('([^']{0,200})'\)",
+        r"name the dataset in the spec (dataset: \1)",
+        r'name the dataset ("dataset": "\1")',
+    ),
+    (r"snapshot='([^']{1,200})'", r"--snapshot \1", r'"snapshot": "\1"'),
     (r"pass source= \(the same data\) to amend_dataset", "pass --source PATH", 'pass "source"'),
     (r"pass policy=PrivacyPolicy\(\.\.\.\)", "pass --privacy-policy FILE.yaml", 'pass "policy"'),
 )
@@ -50,7 +54,11 @@ _COMPILED = tuple((re.compile(python), cli, http) for python, cli, http in PHRAS
 
 
 def for_interface(text: str, interface: Interface) -> str:
-    """``text`` with every Python phrase of ``PHRASES`` in the words of ``interface``."""
+    """``text`` with every Python phrase of ``PHRASES`` in the words of ``interface``.
+
+    Every pattern is bounded (no unbounded repetition next to another), so the cost is linear in
+    the text even for an analyst's hostile literal quoted in a message.
+    """
     for pattern, cli, http in _COMPILED:
         text = pattern.sub(cli if interface == "cli" else http, text)
     return text

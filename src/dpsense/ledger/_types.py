@@ -43,6 +43,10 @@ class Scope:
             raise InvalidBounds(
                 "a period needs integer Unix seconds with start < end", (start, end), "pass start < end"
             )
+        if not -(2**63) <= start < end <= 2**63 - 1:  # a ledger column holds 64-bit integers
+            raise InvalidBounds(
+                "a period's Unix seconds must be 64-bit integers", (start, end), "pass seconds of a real date"
+            )
         return cls("period", f"{start}:{end}", start, end)
 
     def __str__(self) -> str:

@@ -98,14 +98,22 @@ def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[
         agg = by_label[label]
         steps = [s for s in plan.steps if s.output == label]
         kind = agg.kind.value
-        parts = {s.part: s for s in steps}
+        parts = {s.part: s for s in steps if s.part is not StepPart.KEYS}
+        if dimension is None and any(s.mechanism.is_global for s in parts.values()):
+            how = (
+                "no number before the data is read: the groups are selected privately, and the noise's "
+                "calibration depends on how many are kept; the release states its error"
+            )
+            out.append(ExpectedError(name, kind, None, CONFIDENCE, how))
+            continue
+        size = 1 if dimension is None else dimension
         if agg.kind in _ADDITIVE and set(parts) == {StepPart.VALUE}:
-            accuracy = planned_accuracy(parts[StepPart.VALUE], dimension)
+            accuracy = planned_accuracy(parts[StepPart.VALUE], size)
             if accuracy is not None:
                 out.append(ExpectedError(name, kind, float(accuracy.error_bound), CONFIDENCE, accuracy.noise))
                 continue
         if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.VALUE}:  # sum / public n
-            accuracy = planned_accuracy(parts[StepPart.VALUE], dimension)
+            accuracy = planned_accuracy(parts[StepPart.VALUE], size)
             if accuracy is not None:
                 how = f"{accuracy.noise}, the sum over the public number of units"
                 out.append(ExpectedError(name, kind, float(accuracy.error_bound), CONFIDENCE, how))
@@ -115,9 +123,7 @@ def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[
             out.append(ExpectedError(name, kind, None, CONFIDENCE, how))
             continue
         if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.CENTERED_SUM, StepPart.COUNT}:
-            out.append(
-                _private_n_mean(name, agg.bounds[0], parts[StepPart.CENTERED_SUM], parts[StepPart.COUNT], dimension)
-            )
+            out.append(_private_n_mean(name, agg.bounds[0], parts[StepPart.CENTERED_SUM], parts[StepPart.COUNT], size))
             continue
         out.append(
             ExpectedError(
@@ -154,12 +160,19 @@ def _private_n_mean(
     return ExpectedError(name, "mean", None, CONFIDENCE, how, below)
 
 
-def _dimension(ir: QueryIR) -> int:
-    """The number of values one additive step releases: the public keys of the grouping, else 1."""
-    if ir.group_by and ir.group_by[0].keys is not None:
-        return max(1, len(ir.group_by[0].keys))
-    histogram = next((a for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM and a.keys is not None), None)
-    return max(1, len(histogram.keys)) if histogram is not None and histogram.keys is not None else 1
+def _dimension(ir: QueryIR) -> int | None:
+    """The number of values one additive step releases: the public keys, 1 ungrouped, None if selected.
+
+    A grouping without public keys releases the keys its partition selection keeps, a number known
+    only after the data is read; the noise's grid (and a Gaussian's calibration) depends on it.
+    """
+    if ir.group_by:
+        keys = ir.group_by[0].keys
+        return None if keys is None else max(1, len(keys))
+    histogram = next((a for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM), None)
+    if histogram is not None:
+        return None if histogram.keys is None else max(1, len(histogram.keys))
+    return 1
 
 
 def epsilon_for(

@@ -409,10 +409,12 @@ class Session:
         policy = dataset.profile.policy or {}
         largest = Fraction(policy["per_release_epsilon"]) if "per_release_epsilon" in policy else Fraction(100)
 
+        self.forecast(query, epsilon=largest, delta=delta)  # refusals that no ε changes speak for themselves
+
         def at(epsilon: Fraction) -> tuple[ExpectedError, ...] | None:
             try:
                 return self.forecast(query, epsilon=epsilon, delta=delta).expected
-            except DPSenseError:
+            except DPSenseError:  # a plan refused at this ε (a noise scale too large to sample): not met
                 return None
 
         return epsilon_for(targets, at, largest=largest)

@@ -138,8 +138,8 @@ def dpsense_error(exc: DPSenseError) -> JSONResponse:
     """The response for a ``DPSenseError`` (see the table in the module docstring)."""
     if isinstance(exc, UsageError):
         status, code = _usage_status(exc)
-        message, fix = for_interface(str(exc), "http"), for_interface(exc.fix, "http")
-        body = error_document(code, _cut(message), rule=_cut(exc.rule), value=_plain(exc.value), fix=fix)
+        message, fix = for_interface(_cut(str(exc)), "http"), for_interface(_cut(exc.fix), "http")
+        body = error_document(code, message, rule=_cut(exc.rule), value=_plain(exc.value), fix=fix)
         if isinstance(exc, BudgetExhausted):
             body["error"] |= {"scope": exc.scope, "requested": str(exc.requested), "remaining": str(exc.remaining)}
         elif isinstance(exc, SnapshotNotCurrent):

@@ -58,3 +58,19 @@ def test_tokens_are_created_listed_and_revoked_without_the_service_module(regist
         assert ledger.verify_token(token) is None
     bad_role = registered.steward("token", "create", "dave", "--role", "admin")
     assert bad_role.exit_code != 0 and "--role is analyst or steward" in bad_role.stderr
+
+
+def test_odd_numbers_in_steward_flags_are_one_line_errors(registered: Cli) -> None:
+    """A review's findings: '²' passes str.isdigit, 20-digit periods overflow SQLite; both were tracebacks."""
+    for args in (
+        ("set-budget", "events", "--epsilon", "1", "--period", "²:5"),
+        ("set-budget", "events", "--epsilon", "1", "--period", f"{10**20}:{10**20 + 5}"),
+        ("dataset", "amend", "events", "--max-groups", "region=²"),
+    ):
+        result = registered.steward(*args)
+        assert result.exit_code not in (0, 1) and "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.stderr.strip().startswith("error:") and len(result.stderr.strip().splitlines()) == 1
+    count = registered.spec("count", {"dataset": "events", "epsilon": 0.5, "aggregates": {"n": {"kind": "count"}}})
+    for target in ("n=abc", "n=0x10"):
+        result = registered("preview", count, "--target", target)
+        assert result.exit_code == 2 and "--target" in result.stderr and "Traceback" not in result.stderr, target

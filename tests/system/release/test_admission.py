@@ -102,6 +102,21 @@ CASES: dict[str, tuple[Build, dict[str, object], str | None, type[Exception], st
         UsageError,
         "smaller constant",
     ),
+    "group key beyond the integer width": (
+        # a public key 2^64 on a BIGINT column: the engine's key check would fail after the charge
+        lambda d: d.query().group_by("age", keys=[18, 2**64]).agg(n=dp.count()),
+        {"epsilon": 0.5},
+        None,
+        UsageError,
+        "its type BIGINT can hold",
+    ),
+    "group key not an integer on an integer column": (
+        lambda d: d.query().group_by("age", keys=[18, 18.5]).agg(n=dp.count()),
+        {"epsilon": 0.5},
+        None,
+        UsageError,
+        "its type BIGINT can hold",
+    ),
 }
 
 

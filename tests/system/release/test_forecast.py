@@ -98,3 +98,18 @@ def test_goal_texts_that_can_and_cannot_be_checked() -> None:
     assert goal_check("sums within ±1,500", [total], Fraction(1)) != []
     assert goal_check("useful for planning", [count], Fraction(1)) == []
     assert goal_check(None, [count], Fraction(1)) == []
+
+
+def test_groups_selected_privately_have_no_number_before_the_data(session: dp.Session) -> None:
+    """The kept groups' number sets the noise's calibration (a review's finding): no number is promised."""
+    query = session.dataset("events").query().group_by("age").max_groups_per_unit(1).agg(n=dp.count())
+    (expected,) = session.forecast(query, epsilon=1, delta=1e-9).expected
+    assert expected.bound is None and "selected privately" in expected.how
+    with pytest.raises(UsageError, match="no number before the data"):
+        session.epsilon_for(query, error={"n": 100}, delta=1e-9)
+
+
+def test_epsilon_for_says_why_when_the_request_is_refused_whatever_the_epsilon(session: dp.Session) -> None:
+    query = session.dataset("events").query().agg(n=dp.count())
+    with pytest.raises(UsageError, match="no step of this plan uses it"):  # δ given to a pure-ε plan
+        session.epsilon_for(query, error={"n": 40}, delta=1e-7)

@@ -68,3 +68,14 @@ def test_every_python_spelling_in_a_fix_has_its_interface_wording() -> None:
         left = [t for t in texts if PYTHON_SPELLINGS.search(for_interface(t, interface))]  # type: ignore[arg-type]
         assert left == [], (interface, left)
     assert len({python for python, _, _ in PHRASES}) == len(PHRASES)
+
+
+def test_a_hostile_literal_quoted_in_a_message_costs_linear_time() -> None:
+    """A review's finding: an unbounded pattern took seconds on an analyst's 20 KB literal (measured in ops)."""
+    import re as _re
+
+    for python, _, _ in PHRASES:
+        # no pattern may hold an unbounded repetition (*, + or {n,}) of a character class: bounded runs only
+        assert not _re.search(r"\][*+]|\]\{\d+,\}", python), python
+    hostile = "WHERE region = '" + "policies={" * 2_000 + "'"
+    assert for_interface(hostile, "http") == hostile  # nothing to rewrite, and it returns
