@@ -13,7 +13,8 @@ file, and a manifest beside it:
 Both MACs use a key derived from the ledger's secret fingerprint key, so a manifest cannot be forged
 or moved to another snapshot without the ledger. Attaching checks, before it reads anything:
 
-1. the manifest's HMAC, and that it names this dataset, snapshot and registered fingerprint;
+1. the manifest's HMAC, and that it names this dataset, snapshot, registered fingerprint and the
+   digest of the declarations the ledger holds (``declarations_digest``);
 2. the file's identity as recorded; if it moved (a copy, a restore), its keyed checksum instead —
    one sequential read of the file, no query — and the manifest is resealed with the new identity;
 3. the schema of the file's table, against the manifest's.
