@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dpsense.engine._checks import group_keys as check_group_keys
 from dpsense.engine._checks import predicates as check_predicates
 from dpsense.engine._errors import CollectLimitExceeded, UnknownColumn, UnknownTable
 from dpsense.engine._protocol import Engine, ReleaseEngine, SnapshotFiles, StewardEngine
@@ -90,6 +91,7 @@ __all__ = [
     "UnknownColumn",
     "UnknownTable",
     "centered_squares",
+    "check_group_keys",
     "check_predicates",
     "clip",
     "clipped_sum",

@@ -129,6 +129,45 @@ def predicates(info: TableInfo, where: object) -> tuple[Predicate, ...]:
     return tuple(out)
 
 
+#: The values an integer column of each SQL type holds (DuckDB's names, and Spark's where they differ).
+INTEGER_RANGES: dict[str, tuple[int, int]] = {
+    name: (low, high)
+    for names, low, high in (
+        (("TINYINT", "BYTE"), -(1 << 7), (1 << 7) - 1),
+        (("SMALLINT", "SHORT"), -(1 << 15), (1 << 15) - 1),
+        (("INTEGER", "INT"), -(1 << 31), (1 << 31) - 1),
+        (("BIGINT", "LONG"), -(1 << 63), (1 << 63) - 1),
+        (("HUGEINT",), -(1 << 127), (1 << 127) - 1),
+        (("UTINYINT",), 0, (1 << 8) - 1),
+        (("USMALLINT",), 0, (1 << 16) - 1),
+        (("UINTEGER",), 0, (1 << 32) - 1),
+        (("UBIGINT",), 0, (1 << 64) - 1),
+        (("UHUGEINT",), 0, (1 << 128) - 1),
+    )
+    for name in names
+}
+
+
+def group_keys(info: TableInfo, column: str, keys: Sequence[object]) -> None:
+    """Refuse public keys an integer group column cannot hold, from the public schema alone.
+
+    A key outside the column's type (2^64 on a BIGINT column, 1.5 on an INTEGER one) matches no row;
+    the engines' own key check would refuse it inside a release, after data access, so a caller
+    checks here first (``release._admission``).
+    """
+    found = require(info, column)
+    limits = INTEGER_RANGES.get(found.sql_type.upper())
+    if limits is None:
+        return
+    for key in keys:
+        if isinstance(key, bool) or not isinstance(key, int) or not limits[0] <= key <= limits[1]:
+            raise UsageError(
+                f"a public key of {column!r} is not a value its type {found.sql_type} can hold",
+                key,
+                f"list keys that are integers from {limits[0]} to {limits[1]}",
+            )
+
+
 def policies(
     info: TableInfo, drop_missing: object, drop_nonfinite: object, clamp: object
 ) -> tuple[list[str], list[str], dict[str, Clip]]:

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dpsense.core.errors import InvalidPrivacyParameter, UsageError
+from dpsense.core.errors import InvalidPrivacyParameter
 from dpsense.core.privacy_loss import ApproxDP
-from dpsense.engine import TableInfo, check_predicates, predicate
+from dpsense.engine import TableInfo, check_group_keys, check_predicates, predicate
 from dpsense.mechanisms.gaussian import gaussian_scale_ok
 from dpsense.mechanisms.laplace import laplace_scale_ok
 from dpsense.mechanisms.ptr import check_plan_parameters, ptr_distance_cap
@@ -66,46 +66,12 @@ def _admit_filters(ir: QueryIR, table: TableInfo, engine_key: Callable[[Any], An
     check_predicates(table, where)
 
 
-#: The values an integer column of each SQL type holds (DuckDB's and Spark's names), lowest and highest.
-_INTEGER_RANGES = {
-    name: (low, high)
-    for names, low, high in (
-        (("TINYINT", "BYTE"), -(2**7), 2**7 - 1),
-        (("SMALLINT", "SHORT"), -(2**15), 2**15 - 1),
-        (("INTEGER", "INT"), -(2**31), 2**31 - 1),
-        (("BIGINT", "LONG"), -(2**63), 2**63 - 1),
-        (("HUGEINT",), -(2**127), 2**127 - 1),
-        (("UTINYINT",), 0, 2**8 - 1),
-        (("USMALLINT",), 0, 2**16 - 1),
-        (("UINTEGER",), 0, 2**32 - 1),
-        (("UBIGINT",), 0, 2**64 - 1),
-        (("UHUGEINT",), 0, 2**128 - 1),
-    )
-    for name in names
-}
-
-
 def _admit_keys(ir: QueryIR, table: TableInfo, engine_key: Callable[[Any], Any]) -> None:
-    """Refuse public keys an integer group column cannot hold (the engine would refuse them after the charge).
-
-    A declared or requested key list is public; a key outside the column's type (2^64 on a BIGINT
-    column, 1.5 on an INTEGER one) matches no row and makes the engine's key check fail inside the
-    release, after data access. Judged here from the public schema instead.
-    """
+    """Refuse public keys the group column's type cannot hold (``engine.check_group_keys``), before the charge."""
     lists = [(g.column, g.keys) for g in ir.group_by if g.keys is not None]
     lists += [(a.columns[0], a.keys) for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM and a.keys is not None]
     for column, keys in lists:
-        info = table.column(column)
-        if info is None or (limits := _INTEGER_RANGES.get(info.sql_type.upper())) is None:
-            continue
-        for key in keys:
-            value = engine_key(key)
-            if isinstance(value, bool) or not isinstance(value, int) or not limits[0] <= value <= limits[1]:
-                raise UsageError(
-                    f"a public key of {column!r} is not a value its type {info.sql_type} can hold",
-                    key,
-                    f"list keys that are integers from {limits[0]} to {limits[1]}",
-                )
+        check_group_keys(table, column, [engine_key(k) for k in keys])
 
 
 def _max_groups(ir: QueryIR, plan: Plan, population: int | None) -> int | None:

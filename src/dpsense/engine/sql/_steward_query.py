@@ -16,25 +16,12 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 import numpy as np
 
 from dpsense.core.errors import UsageError
+from dpsense.engine._checks import INTEGER_RANGES  # clamp bounds move inside their type first
 from dpsense.engine._types import Clip, ColumnInfo, TableInfo
 from dpsense.engine.sql._portable_query import float_text
 from dpsense.engine.sql._query import DUCKDB, Dialect, quote
 
 _FINGERPRINT_DOMAIN = b"dpsense/fingerprint/v1"
-
-#: Value ranges of the integer types, so that clamp bounds can be moved inside them first.
-_INTEGER_RANGES = {
-    "TINYINT": (-(1 << 7), (1 << 7) - 1),
-    "SMALLINT": (-(1 << 15), (1 << 15) - 1),
-    "INTEGER": (-(1 << 31), (1 << 31) - 1),
-    "BIGINT": (-(1 << 63), (1 << 63) - 1),
-    "HUGEINT": (-(1 << 127), (1 << 127) - 1),
-    "UTINYINT": (0, (1 << 8) - 1),
-    "USMALLINT": (0, (1 << 16) - 1),
-    "UINTEGER": (0, (1 << 32) - 1),
-    "UBIGINT": (0, (1 << 64) - 1),
-    "UHUGEINT": (0, (1 << 128) - 1),
-}
 
 
 # -- fingerprint --------------------------------------------------------------------------------------
@@ -121,7 +108,7 @@ def _no_value_fits(clip: Clip, sql_type: str) -> UsageError:
 
 
 def _integer_bounds(clip: Clip, sql_type: str) -> tuple[int, int]:
-    type_low, type_high = _INTEGER_RANGES.get(sql_type, _INTEGER_RANGES["HUGEINT"])
+    type_low, type_high = INTEGER_RANGES.get(sql_type, INTEGER_RANGES["HUGEINT"])
     low, high = max(math.ceil(clip.low), type_low), min(math.floor(clip.high), type_high)
     if low > high:
         raise _no_value_fits(clip, sql_type)
