@@ -360,16 +360,11 @@ def split_by_key(labels: NDArray[Any], rows: NDArray[np.float64], keys: Sequence
     if labels.size == 0:
         return [rows[:0] for _ in keys]
     starts = np.concatenate(([0], np.flatnonzero(labels[1:] != labels[:-1]) + 1, [labels.size]))
-    runs = {_plain(labels[a]): (a, b) for a, b in itertools.pairwise(starts)}
+    runs = {_scalar(labels[a]): (a, b) for a, b in itertools.pairwise(starts)}
     if len(runs) != len(starts) - 1:
         return [rows[np.asarray(labels == key)] for key in keys]
     empty = rows[:0]
     return [rows[runs[key][0] : runs[key][1]] if key in runs else empty for key in keys]
-
-
-def _plain(label: Any) -> Any:
-    """A numpy scalar label as the Python value public keys compare and hash equal to."""
-    return label.item() if isinstance(label, np.generic) else label
 
 
 def _candidates(agg: AggregateIR, step: PlanStep) -> tuple[float, float, bool, bool]:
