@@ -112,13 +112,12 @@ def filtered_query(
     """
     cols = ", ".join(quote(c) for c in columns)
     unit = quote(unit_column)
+    # the same filters, under the same parameter names ($w<i>_<j>), as the windowed part binds
     conditions = [f"{unit} IS NOT NULL", f"{UNIT_ROWS} <= $max_rows"]
-    params: dict[str, object] = {}
-    for i, pred in enumerate(where):
-        condition, p = predicate_condition(pred, kinds.get(pred.column, "other"), f"w{i}", dialect)
-        conditions.append(condition)
-        params.update(p)
-    large, large_params = bounded_rows_query(
+    conditions += [
+        predicate_condition(p, kinds.get(p.column, "other"), f"w{i}", dialect)[0] for i, p in enumerate(where)
+    ]
+    large, params = bounded_rows_query(
         f"(SELECT * FROM {source} WHERE {UNIT_ROWS} > $max_rows)",
         columns,
         unit_column=unit_column,
@@ -128,7 +127,5 @@ def filtered_query(
         kinds=kinds,
         dialect=dialect,
     )
-    if large_params != params:
-        raise ValueError("the two parts of a filtered selection must bind the same filter parameters")
     small = f"SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)}"
     return f"{small}\nUNION ALL\nSELECT {cols} FROM ({large})", params
