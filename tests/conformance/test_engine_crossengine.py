@@ -175,13 +175,14 @@ def test_windowed_bound_keeps_the_same_rows(engines: dict[str, Engine], c: int) 
 def test_filters_and_group_caps_keep_the_same_rows(engines: dict[str, Engine]) -> None:
     register_all(engines, "t", events())
     salt = random_bytes(32)
-    for where, cap in [
-        ([predicate("hours", ">", 2.0)], None),
-        ([predicate("region", "in", ["north", "east"]), predicate("score", "<=", 30)], None),
-        ([], 1),
-        ([predicate("label", "!=", 2)], 2),
+    for where, cap, grouping in [
+        ([predicate("hours", ">", 2.0)], None, "region"),
+        ([predicate("region", "in", ["north", "east"]), predicate("score", "<=", 30)], None, "region"),
+        ([], 1, "region"),
+        ([predicate("label", "!=", 2)], 2, "region"),
+        ([], 2, ("region", "label")),
     ]:
-        extra: dict[str, Any] = {"group_column": "region", "max_groups_per_unit": cap} if cap else {}
+        extra: dict[str, Any] = {"group_column": grouping, "max_groups_per_unit": cap} if cap else {}
         views = bound_all(engines, unit_column="person", max_rows_per_unit=3, salt=salt, where=where, **extra)
         same({n: rows_of(engines[n], v, ["person", "region", "label", "score"]) for n, v in views.items()})
 
@@ -225,9 +226,21 @@ def test_group_aggregates_agree_for_every_aggregate_and_bounding_rule(engines: d
         {"max_rows_per_unit": 2},
         {"max_rows_per_unit": 5, "where": [predicate("label", "in", [0, 1])]},
         {"max_rows_per_unit": 3, "group_column": "region", "max_groups_per_unit": 1},
+        {"max_rows_per_unit": 3, "group_column": ("region", "label"), "max_groups_per_unit": 2},
     ]
     for rule in rules:
         views = bound_all(engines, unit_column="person", salt=salt, **rule)
+        if isinstance(rule.get("group_column"), tuple):
+            for pairs in ([("north", 0), ("south", 2), ("nowhere", 1)], None):
+                same(
+                    {
+                        n: engines[n].group_aggregates(
+                            v, group_column=("region", "label"), keys=pairs, aggregates=aggregates()
+                        )
+                        for n, v in views.items()
+                    }
+                )
+            continue
         for keys in (["north", "south", "nowhere"], None):
             same(
                 {

@@ -148,24 +148,60 @@ INTEGER_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
-def group_keys(info: TableInfo, column: str, keys: Sequence[object]) -> None:
+def group_columns(info: TableInfo, group_column: object) -> tuple[ColumnInfo, ...]:
+    """The columns of a grouping: ``None`` (none), one name, or a tuple of distinct names (several)."""
+    if group_column is None:
+        return ()
+    if isinstance(group_column, str):
+        return (require(info, group_column),)
+    if not isinstance(group_column, tuple) or not group_column or not all(isinstance(c, str) for c in group_column):
+        raise UsageError(
+            "group_column is a column name or a non-empty tuple of names",
+            type(group_column).__name__,
+            "pass e.g. 'region' or ('region', 'diagnosis')",
+        )
+    if len(set(group_column)) != len(group_column):
+        raise UsageError("a grouping names each column once", list(group_column), "drop the repeated column")
+    return tuple(require(info, c) for c in group_column)
+
+
+def key_parts(columns: Sequence[ColumnInfo], keys: Sequence[object]) -> list[list[object]]:
+    """Per group column, its part of every public key (a key of several columns is a tuple of that many)."""
+    if len(columns) == 1:
+        return [list(keys)]
+    parts: list[list[object]] = [[] for _ in columns]
+    for key in keys:
+        if not isinstance(key, tuple) or len(key) != len(columns):
+            raise UsageError(
+                f"a public key of a grouping by {len(columns)} columns is a tuple of {len(columns)} values",
+                type(key).__name__,
+                "pass keys as tuples in the order of the group columns, e.g. [('north', 'flu')]",
+            )
+        for part, value in zip(parts, key, strict=True):
+            part.append(value)
+    return parts
+
+
+def group_keys(info: TableInfo, column: str | tuple[str, ...], keys: Sequence[object]) -> None:
     """Refuse public keys an integer group column cannot hold, from the public schema alone.
 
     A key outside the column's type (2^64 on a BIGINT column, 1.5 on an INTEGER one) matches no row;
     the engines' own key check would refuse it inside a release, after data access, so a caller
-    checks here first (``release._admission``).
+    checks here first (``release._admission``). With several group columns each key is a tuple,
+    checked part by part.
     """
-    found = require(info, column)
-    limits = INTEGER_RANGES.get(found.sql_type.upper())
-    if limits is None:
-        return
-    for key in keys:
-        if isinstance(key, bool) or not isinstance(key, int) or not limits[0] <= key <= limits[1]:
-            raise UsageError(
-                f"a public key of {column!r} is not a value its type {found.sql_type} can hold",
-                key,
-                f"list keys that are integers from {limits[0]} to {limits[1]}",
-            )
+    found = group_columns(info, column)
+    for part, values in zip(found, key_parts(found, keys), strict=True):
+        limits = INTEGER_RANGES.get(part.sql_type.upper())
+        if limits is None:
+            continue
+        for key in values:
+            if isinstance(key, bool) or not isinstance(key, int) or not limits[0] <= key <= limits[1]:
+                raise UsageError(
+                    f"a public key of {part.name!r} is not a value its type {part.sql_type} can hold",
+                    key,
+                    f"list keys that are integers from {limits[0]} to {limits[1]}",
+                )
 
 
 def policies(

@@ -26,7 +26,8 @@ group columns in this mode):
   ``j`` spelled in decimal) and the first C stay: a uniformly random C-subset of the unit's rows
   given a fresh salt, each copy of an identical row an independent draw. With a group cap, each
   unit's distinct groups are ranked first by ``H(K_groups, u, g)``, then ``g`` (``g`` is ``'-'``
-  for NULL and ``':' || text`` otherwise) and the first G stay.
+  for NULL and ``':' || text`` otherwise) and the first G stay; a group of several columns is
+  ranked by ``H(K_groups, u, g1, g2, ...)``, then ``g1``, ``g2``, ... (each spelled so).
 * Unit index (``index_units``): positions 0..n_u-1 by ``H(K_index, u, rh)``, then ``rh``
   (identical rows tie and take adjacent positions in either engine's order, which no release can
   tell apart: the copies are identical), n_u, and ``uh = H(K_unit, u)``. A release keeps the rows

@@ -24,6 +24,7 @@ from dpsense.engine._types import (
     BoundedView,
     ClippedSum,
     ColumnQuality,
+    GroupColumns,
     GroupRow,
     OrderStatisticsWindow,
     Predicate,
@@ -135,7 +136,7 @@ class ReleaseEngine(Protocol):
         unit_column: str,
         max_rows_per_unit: int,
         salt: bytes,
-        group_column: str | None = None,
+        group_column: GroupColumns | None = None,
         max_groups_per_unit: int | None = None,
         where: Sequence[Predicate] = (),
     ) -> BoundedView:
@@ -164,8 +165,8 @@ class ReleaseEngine(Protocol):
         - Windowed path (otherwise): rows are ordered within the unit by a keyed hash of (salt, row
           content, copy number among identical rows) and the first C stay, a uniformly random
           C-subset per release; identical rows are interchangeable. With ``max_groups_per_unit``
-          each unit first keeps that many of its distinct ``group_column`` values, chosen the same
-          way.
+          each unit first keeps that many of its distinct ``group_column`` values (value
+          combinations, when ``group_column`` is a tuple of several columns), chosen the same way.
 
         Portable engines (``DuckDBEngine(portable=True)``, ``SparkEngine``) run both rules with the
         hashes of ``dpsense.engine._portable`` (SHA-256 of text both engines spell alike, 64-bit
@@ -190,11 +191,16 @@ class ReleaseEngine(Protocol):
         self,
         view: BoundedView,
         *,
-        group_column: str | None,
+        group_column: GroupColumns | None,
         keys: Sequence[Any] | None,
         aggregates: Sequence[Aggregate],
     ) -> list[GroupRow]:
-        """Aggregates per group; public ``keys`` always appear (in the given order), other keys never."""
+        """Aggregates per group; public ``keys`` always appear (in the given order), other keys never.
+
+        ``group_column`` is one column or a tuple of several; with several, the groups are their value
+        combinations and each key (public or returned) is a tuple of values in that column order. A
+        view bounded with ``max_groups_per_unit`` may only be grouped by the grouping it capped.
+        """
         ...
 
     def order_statistics_window(

@@ -162,6 +162,10 @@ class ColumnQuality:
     infinite: int
 
 
+#: A grouping: one column (keys are its values) or several (keys are tuples of their values, in order).
+GroupColumns = str | tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class BoundedView:
     """A temporary relation holding at most ``max_rows_per_unit`` rows per privacy unit.
@@ -177,7 +181,8 @@ class BoundedView:
     schema: TableInfo
     unit_column: str
     max_rows_per_unit: int
-    group_column: str | None = None
+    #: The capped grouping: a column, or several (their value combinations are the groups).
+    group_column: GroupColumns | None = None
     max_groups_per_unit: int | None = None
     where: tuple[Predicate, ...] = ()
 
@@ -423,7 +428,10 @@ class FixedPointSum(NamedTuple):
 
 @dataclass(frozen=True)
 class GroupRow:
-    """One group's unnoised aggregates (keep inside the process until noised)."""
+    """One group's unnoised aggregates (keep inside the process until noised).
+
+    ``key`` is the group column's value, or a tuple of the values of several group columns.
+    """
 
     key: Any
     counts: dict[str, int] = field(default_factory=dict)

@@ -142,7 +142,7 @@ def test_fixed_point_grid_bounds_are_exact() -> None:
 def test_sql_helpers() -> None:
     assert _query.quote('a"b') == '"a""b"'
     sql, params = _query.bounded_rows_query(
-        '"t"', ["person", "x"], unit_column="person", group_column=None, max_groups_per_unit=None
+        '"t"', ["person", "x"], unit_column="person", group_columns=(), max_groups_per_unit=None
     )
     assert "$rk1" in sql and "$rk2" in sql and "$max_rows" in sql and params == {}
 
@@ -154,7 +154,7 @@ def test_filter_values_and_keys_travel_as_parameters_only() -> None:
         '"t"',
         ["person", "name", "x", "g"],
         unit_column="person",
-        group_column="g",
+        group_columns=("g",),
         max_groups_per_unit=2,
         where=where,
         kinds={"name": "string", "x": "float"},

@@ -45,6 +45,7 @@ from dpsense.engine._types import (
     ClippedSum,
     ColumnInfo,
     FixedPointSum,
+    GroupColumns,
     GroupRow,
     OrderStatisticsWindow,
     Predicate,
@@ -376,7 +377,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         unit_column: str,
         max_rows_per_unit: int,
         salt: bytes,
-        group_column: str | None = None,
+        group_column: GroupColumns | None = None,
         max_groups_per_unit: int | None = None,
         where: Sequence[Predicate] = (),
     ) -> BoundedView:
@@ -399,15 +400,16 @@ class DuckDBEngine(DuckDBStewardSteps):
         relation, info = self._table(table)
         unit = _checks.require(info, unit_column)
         max_rows = _checks.positive_int(max_rows_per_unit, "max_rows_per_unit")
-        group = _checks.require(info, group_column) if group_column is not None else None
+        groups = _checks.group_columns(info, group_column)
         if max_groups_per_unit is not None:
             _checks.positive_int(max_groups_per_unit, "max_groups_per_unit")
-            if group is None:
+            if not groups:
                 raise UsageError(
                     "max_groups_per_unit needs the group column", max_groups_per_unit, "pass group_column as well"
                 )
             if self.portable:
-                _portable.require_text_column(group, "capped group")
+                for group in groups:
+                    _portable.require_text_column(group, "capped group")
         filters = _checks.predicates(info, where)
         _checks.secret(salt, "salt")
         if self.portable:
@@ -416,19 +418,19 @@ class DuckDBEngine(DuckDBStewardSteps):
         if indexed and (not filters or not self.portable):
             return self._indexed_view(table, relation, info, unit_column, max_rows, salt, group_column, filters)
         if self.portable:
-            capped = group if max_groups_per_unit is not None else None
+            capped = groups if max_groups_per_unit is not None else ()
             sql, params = _portable_query.bounded_rows_query(
-                relation, info.columns, unit=unit, group=capped, max_groups_per_unit=max_groups_per_unit, where=filters
+                relation, info.columns, unit=unit, groups=capped, max_groups_per_unit=max_groups_per_unit, where=filters
             )
             params["rows_key"] = _portable.text_key(salt, "rows")
-            if capped is not None:
+            if capped:
                 params["groups_key"] = _portable.text_key(salt, "groups")
         else:
             sql, params = _query.bounded_rows_query(
                 relation,
                 info.column_names,
                 unit_column=unit_column,
-                group_column=group_column,
+                group_columns=[g.name for g in groups],
                 max_groups_per_unit=max_groups_per_unit,
                 where=filters,
                 kinds={c.name: c.kind for c in info.columns},
@@ -453,7 +455,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         unit_column: str,
         max_rows: int,
         salt: bytes,
-        group_column: str | None,
+        group_column: GroupColumns | None,
         filters: Sequence[Predicate] = (),
     ) -> BoundedView:
         """The fast paths of ``bounded_rows`` on an indexed table: a selection, kept as a query.
@@ -495,31 +497,37 @@ class DuckDBEngine(DuckDBStewardSteps):
         self,
         view: BoundedView,
         *,
-        group_column: str | None,
+        group_column: GroupColumns | None,
         keys: Sequence[Any] | None,
         aggregates: Sequence[Aggregate],
     ) -> list[GroupRow]:
-        """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never."""
+        """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never.
+
+        With several group columns a key is a tuple of their values, in the order of ``group_column``.
+        """
         relation, view_params = self._check_view(view)
         aggs = _checks.aggregates(view.schema, list(aggregates))
-        key_type: str | None = None
-        if group_column is None:
+        groups = _checks.group_columns(view.schema, group_column)
+        parts: list[list[Any]] = []
+        if not groups:
             if keys is not None:
                 raise UsageError("public keys need a group column", "keys without group_column", "pass group_column")
         else:
-            column = _checks.require(view.schema, group_column)
             if view.max_groups_per_unit is not None and group_column != view.group_column:
                 raise UnsupportedRequest(
-                    "the view caps groups per unit on another column",
+                    "the view caps groups per unit on another grouping",
                     group_column,
-                    f"group by {view.group_column!r} or bound rows again with this group column",
+                    f"group by {view.group_column!r} or bound rows again with this grouping",
                 )
-            key_type = column.sql_type
             if keys is not None:
                 keys = list(keys)
-                self._check_keys(keys, key_type)
                 if not keys:
                     return []
+                parts = _checks.key_parts(groups, keys)
+                for group, part in zip(groups, parts, strict=True):
+                    self._check_keys(part, group.sql_type, distinct=len(groups) == 1)
+                if len(groups) > 1 and len({repr(k) for k in keys}) != len(keys):
+                    raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
         selection = self._selections.get(view.name)
         carried = selection.stored if selection is not None else {}
         stored = {
@@ -528,22 +536,22 @@ class DuckDBEngine(DuckDBStewardSteps):
         sql, params = _query.group_aggregates_query(
             relation,
             unit_column=view.unit_column,
-            group_column=group_column,
-            key_type=key_type,
-            n_keys=None if keys is None else len(keys),
+            group_columns=[g.name for g in groups],
+            key_types=None if keys is None else [g.sql_type for g in groups],
             aggregates=aggs,
             kinds={c.name: c.kind for c in view.schema.columns},
             stored=stored,
         )
-        if keys is not None:
-            params["keys"] = keys
+        params.update({f"keys{j}": part for j, part in enumerate(parts)})
         counted = [(i, a.name) for i, a in enumerate(aggs, 1) if not isinstance(a, _SUMS)]
         summed = [(i, a.name, _checks.sum_exponent(a)) for i, a in enumerate(aggs, 1) if isinstance(a, _SUMS)]
         out = []
+        width = max(len(groups), 1) if keys is None else 1  # leading key columns of an output row
         for row in self._run(sql, _merged(params, view_params)).fetchall():
-            key = keys[int(row[0])] if keys is not None else row[0]
-            counts = {name: int(row[i]) for i, name in counted}
-            sums = {name: FixedPointSum(int(row[i]), e) for i, name, e in summed}
+            found = tuple(row[:width]) if len(groups) > 1 else row[0]
+            key = keys[int(row[0])] if keys is not None else found
+            counts = {name: int(row[i + width - 1]) for i, name in counted}
+            sums = {name: FixedPointSum(int(row[i + width - 1]), e) for i, name, e in summed}
             out.append(GroupRow(key, counts, sums))
         return out
 
@@ -630,8 +638,10 @@ class DuckDBEngine(DuckDBStewardSteps):
             return f"({selection.sql}) AS {_query.quote(view.name)}", selection.params
         return _query.quote(view.name), {}
 
-    def _check_keys(self, keys: list[Any], key_type: str) -> None:
-        """Public keys must be distinct and exactly representable in the group column's type.
+    def _check_keys(self, keys: list[Any], key_type: str, *, distinct: bool = True) -> None:
+        """Public keys must be exactly representable in the group column's type, and distinct.
+
+        Not ``distinct``: the keys are one column's part of several-column keys, where values repeat.
 
         All keys are cast in one statement (one list parameter); only when that fails are they tried
         one by one, to name the offending key. A key list that passed is remembered (keys are public),
@@ -642,7 +652,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         if not keys:
             return
         try:
-            remembered: tuple[object, ...] | None = (key_type, *((type(k), k) for k in keys))
+            remembered: tuple[object, ...] | None = (key_type, distinct, *((type(k), k) for k in keys))
             checked = remembered in self._checked_keys
         except TypeError:  # an unhashable key: check it every time
             remembered, checked = None, False
@@ -664,7 +674,7 @@ class DuckDBEngine(DuckDBStewardSteps):
                     key,
                     "pass keys of the column's type",
                 )
-        if len({repr(k) for k in keys}) != len(keys):
+        if distinct and len({repr(k) for k in keys}) != len(keys):
             raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
         if remembered is not None:
             if len(self._checked_keys) >= _CHECKED_KEY_LISTS:

@@ -128,7 +128,7 @@ class Aggregation:
     def run(
         self,
         frame: DataFrame,
-        group_column: str | None,
+        group_columns: Sequence[str],
         keys: list[Any] | None,
         *,
         key_condition: Callable[[str, list[Any]], Column],
@@ -136,14 +136,14 @@ class Aggregation:
     ) -> list[GroupRow]:
         """One ``GroupRow`` per output group (see ``Engine.group_aggregates``)."""
         try:
-            return self._pass(frame, group_column, keys, key_condition, run, wide=False)
+            return self._pass(frame, group_columns, keys, key_condition, run, wide=False)
         except WideSumNeeded:
-            return self._pass(frame, group_column, keys, key_condition, run, wide=True)
+            return self._pass(frame, group_columns, keys, key_condition, run, wide=True)
 
     def _pass(
         self,
         frame: DataFrame,
-        group_column: str | None,
+        group_columns: Sequence[str],
         keys: list[Any] | None,
         key_condition: Callable[[str, list[Any]], Column],
         run: Runner,
@@ -153,7 +153,7 @@ class Aggregation:
         planned = [_planned(a, self.unit_column, self.kinds, wide=wide) for a in self.aggregates]
         exprs = [c for p in planned for c in p.columns]
         try:
-            rows = _grouped(frame, group_column, keys, exprs, key_condition, run)
+            rows = _grouped(frame, group_columns, keys, exprs, key_condition, run)
         except InternalError:
             if wide or not any(isinstance(a, ClippedSum | CenteredSquares) for a in self.aggregates):
                 raise
@@ -176,23 +176,38 @@ class Aggregation:
 
 def _grouped(
     frame: DataFrame,
-    group_column: str | None,
+    group_columns: Sequence[str],
     keys: list[Any] | None,
     exprs: list[Column],
     key_condition: Callable[[str, list[Any]], Column],
     run: Runner,
 ) -> list[tuple[Any, list[Any]]]:
-    """(key, aggregate values) per output row: one row without a group, the public keys in order, or every key."""
-    if group_column is None:
+    """(key, aggregate values) per output row: one row without a group, the public keys in order, or every key.
+
+    With several group columns a key is the tuple of their values.
+    """
+    if not group_columns:
         rows = run(frame.agg(*exprs).collect)
         if len(rows) != 1:
             raise InternalError("an ungrouped aggregate returned other than one row")
         return [(None, list(rows[0]))]
-    key = col(group_column).alias("__dps_key")
+    width = len(group_columns)
+    names = [f"__dps_k{j}" for j in range(width)]
+    key_columns = [col(c).alias(k) for c, k in zip(group_columns, names, strict=True)]
+
+    def key_of(row: Any) -> Any:
+        return row[0] if width == 1 else tuple(row[:width])
+
     if keys is None:
-        grouped = frame.groupBy(key).agg(*exprs).orderBy(sf.col("__dps_key").asc_nulls_last())
-        return [(r[0], list(r[1:])) for r in run(grouped.collect)]
-    selected = frame.where(key_condition(group_column, keys))
-    found = {r[0]: list(r[1:]) for r in run(selected.groupBy(key).agg(*exprs).collect)}
+        grouped = frame.groupBy(*key_columns).agg(*exprs).orderBy(*(sf.col(k).asc_nulls_last() for k in names))
+        return [(key_of(r), list(r[width:])) for r in run(grouped.collect)]
+    parts = [keys] if width == 1 else [list(dict.fromkeys(k[j] for k in keys)) for j in range(width)]
+    condition = key_condition(group_columns[0], parts[0])
+    for column, part in zip(group_columns[1:], parts[1:], strict=True):
+        # each column's own keys: the rows of every listed combination (and of unlisted combinations of
+        # listed values, which the lookup below drops)
+        condition = condition & key_condition(column, part)
+    selected = frame.where(condition)
+    found = {key_of(r): list(r[width:]) for r in run(selected.groupBy(*key_columns).agg(*exprs).collect)}
     absent: list[Any] = [None] * len(exprs)
     return [(k, found.get(k, absent)) for k in keys]

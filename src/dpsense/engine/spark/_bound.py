@@ -69,15 +69,17 @@ def windowed(
     unit: ColumnInfo,
     max_rows: int,
     row_key: str,
-    group: ColumnInfo | None = None,
+    groups: Sequence[ColumnInfo] = (),
     max_groups: int | None = None,
     group_key: str | None = None,
 ) -> DataFrame:
     """The windowed bound: optional group cap, then the first ``max_rows`` rows by keyed rank per unit."""
     by_unit = Window.partitionBy(col(unit.name))
-    if group is not None and max_groups is not None and group_key is not None:
-        group_text = sf.when(col(group.name).isNull(), sf.lit("-")).otherwise(sf.concat(sf.lit(":"), as_text(group)))
-        ranked = by_unit.orderBy(_keyed(group_key, as_text(unit), group_text), group_text)
+    if groups and max_groups is not None and group_key is not None:
+        texts = [
+            sf.when(col(g.name).isNull(), sf.lit("-")).otherwise(sf.concat(sf.lit(":"), as_text(g))) for g in groups
+        ]
+        ranked = by_unit.orderBy(_keyed(group_key, as_text(unit), *texts), *texts)
         frame = frame.withColumn(_GROUP_RANK, sf.dense_rank().over(ranked)).where(col(_GROUP_RANK) <= max_groups)
     copied = with_copies(frame, info, unit)
     order = by_unit.orderBy(*_row_order(row_key, unit))

@@ -52,6 +52,7 @@ from dpsense.engine._types import (
     Clip,
     ClippedSum,
     ColumnQuality,
+    GroupColumns,
     GroupRow,
     OrderStatisticsWindow,
     Predicate,
@@ -359,7 +360,7 @@ class SparkEngine:
         unit_column: str,
         max_rows_per_unit: int,
         salt: bytes,
-        group_column: str | None = None,
+        group_column: GroupColumns | None = None,
         max_groups_per_unit: int | None = None,
         where: Sequence[Predicate] = (),
     ) -> BoundedView:
@@ -376,14 +377,15 @@ class SparkEngine:
         info = snapshot.info
         unit = _checks.require(info, unit_column)
         max_rows = _checks.positive_int(max_rows_per_unit, "max_rows_per_unit")
-        group = _checks.require(info, group_column) if group_column is not None else None
+        groups = _checks.group_columns(info, group_column)
         if max_groups_per_unit is not None:
             _checks.positive_int(max_groups_per_unit, "max_groups_per_unit")
-            if group is None:
+            if not groups:
                 raise UsageError(
                     "max_groups_per_unit needs the group column", max_groups_per_unit, "pass group_column as well"
                 )
-            _portable.require_text_column(group, "capped group")
+            for group in groups:
+                _portable.require_text_column(group, "capped group")
         filters = _checks.predicates(info, where)
         _checks.secret(salt, "salt")
         _portable.require_text_column(unit, "privacy unit")
@@ -398,7 +400,7 @@ class SparkEngine:
                 unit=unit,
                 max_rows=max_rows,
                 row_key=_portable.text_key(salt, "rows"),
-                group=group if max_groups_per_unit is not None else None,
+                groups=groups if max_groups_per_unit is not None else (),
                 max_groups=max_groups_per_unit,
                 group_key=_portable.text_key(salt, "groups") if max_groups_per_unit is not None else None,
             )
@@ -409,34 +411,42 @@ class SparkEngine:
         self,
         view: BoundedView,
         *,
-        group_column: str | None,
+        group_column: GroupColumns | None,
         keys: Sequence[Any] | None,
         aggregates: Sequence[Aggregate],
     ) -> list[GroupRow]:
-        """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never."""
+        """Counts and exact fixed-point sums per group; public keys always appear, unlisted keys never.
+
+        With several group columns a key is a tuple of their values, in the order of ``group_column``.
+        """
         frame = self._check_view(view)
         aggs = _checks.aggregates(view.schema, list(aggregates))
         kinds = {c.name: c.kind for c in view.schema.columns}
+        groups = _checks.group_columns(view.schema, group_column)
         key_list: list[Any] | None = None
-        if group_column is None:
+        if not groups:
             if keys is not None:
                 raise UsageError("public keys need a group column", "keys without group_column", "pass group_column")
         else:
-            column = _checks.require(view.schema, group_column)
             if view.max_groups_per_unit is not None and group_column != view.group_column:
                 raise UnsupportedRequest(
-                    "the view caps groups per unit on another column",
+                    "the view caps groups per unit on another grouping",
                     group_column,
-                    f"group by {view.group_column!r} or bound rows again with this group column",
+                    f"group by {view.group_column!r} or bound rows again with this grouping",
                 )
             if keys is not None:
                 key_list = list(keys)
-                data_type = {f.name: f.dataType for f in frame.schema.fields}[group_column]
-                _expr.check_keys(key_list, column, data_type)
                 if not key_list:
                     return []
+                types = {f.name: f.dataType for f in frame.schema.fields}
+                parts = _checks.key_parts(groups, key_list)
+                for column, part in zip(groups, parts, strict=True):
+                    _expr.check_keys(part, column, types[column.name], distinct=len(groups) == 1)
+                if len(groups) > 1 and len({repr(k) for k in key_list}) != len(key_list):
+                    raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
         planned = _aggregate.Aggregation(aggs, view.unit_column, kinds)
-        return planned.run(frame, group_column, key_list, key_condition=self._key_conditions.get, run=self._run)
+        names = [g.name for g in groups]
+        return planned.run(frame, names, key_list, key_condition=self._key_conditions.get, run=self._run)
 
     def order_statistics_window(
         self, view: BoundedView, *, column: str, low: float, high: float, rank: int, width: int

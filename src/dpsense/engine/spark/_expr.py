@@ -376,8 +376,11 @@ def _to_float32(value: float) -> float:
     return float(np.float32(value))
 
 
-def check_keys(keys: list[Any], column: ColumnInfo, data_type: st.DataType) -> None:
-    """Public keys must be non-NULL, distinct and exactly representable in the group column's type."""
+def check_keys(keys: list[Any], column: ColumnInfo, data_type: st.DataType, *, distinct: bool = True) -> None:
+    """Public keys must be non-NULL, exactly representable in the group column's type, and distinct.
+
+    Not ``distinct``: the keys are one column's part of several-column keys, where values repeat.
+    """
     for key in keys:
         if key is None:
             raise UsageError("a public key may not be None", None, "list only non-NULL keys")
@@ -387,5 +390,5 @@ def check_keys(keys: list[Any], column: ColumnInfo, data_type: st.DataType) -> N
                 key,
                 "pass keys of the column's type",
             )
-    if len({repr(k) for k in keys}) != len(keys):
+    if distinct and len({repr(k) for k in keys}) != len(keys):
         raise UsageError("public keys must be distinct", "a repeated key", "list each key once")

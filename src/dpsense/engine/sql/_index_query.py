@@ -121,7 +121,7 @@ def filtered_query(
         f"(SELECT * FROM {source} WHERE {UNIT_ROWS} > $max_rows)",
         columns,
         unit_column=unit_column,
-        group_column=None,
+        group_columns=(),
         max_groups_per_unit=None,
         where=where,
         kinds=kinds,

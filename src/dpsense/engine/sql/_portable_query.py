@@ -102,7 +102,7 @@ def bounded_rows_query(
     columns: Sequence[ColumnInfo],
     *,
     unit: ColumnInfo,
-    group: ColumnInfo | None,
+    groups: Sequence[ColumnInfo],
     max_groups_per_unit: int | None,
     where: Sequence[Predicate] = (),
 ) -> tuple[str, dict[str, object]]:
@@ -123,12 +123,13 @@ def bounded_rows_query(
         params.update(p)
     parts = [f"__dps_in AS (SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)})"]
     rows_from = "__dps_in"
-    if group is not None and max_groups_per_unit is not None:
-        g = quote(group.name)
-        group_text = f"(CASE WHEN {g} IS NULL THEN '-' ELSE ':' || {unit_text(group)} END)"
+    if groups and max_groups_per_unit is not None:
+        # one text per group column ('-' for NULL, else ':' and its text): the keyed hash reads them
+        # joined, the tie-break orders by each, so distinct value combinations never share a rank
+        texts = [f"(CASE WHEN {quote(g.name)} IS NULL THEN '-' ELSE ':' || {unit_text(g)} END)" for g in groups]
         parts.append(
             f"__dps_grouped AS (SELECT {cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY {u} ORDER BY "
-            f"{_keyed('groups_key', unit_text(unit), group_text)}, {group_text}) AS __dps_grank FROM __dps_in) "
+            f"{_keyed('groups_key', unit_text(unit), *texts)}, {', '.join(texts)}) AS __dps_grank FROM __dps_in) "
             "WHERE __dps_grank <= $max_groups)"
         )
         rows_from = "__dps_grouped"

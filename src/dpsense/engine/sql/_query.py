@@ -47,8 +47,6 @@ class Dialect:
     is_nan: str = "isnan({})"
     is_inf: str = "isinf({})"
     instant: str = "epoch_us({})"  # a zoned timestamp as an integer, independent of the session's zone
-    # The public keys ($keys, one list parameter) as rows (key, position) (Spark: posexplode).
-    key_rows: str = "SELECT unnest(CAST($keys AS {type}[])) AS __dps_key, unnest(range(len($keys))) AS __dps_ord"
     materialized: str = "AS MATERIALIZED"  # a CTE computed once although read several times
     # The hidden position and row-count columns of a unit index: 32 bits, as every release reads them
     # (a unit may hold up to 2**32 - 1 rows) (Spark: INT, which holds 2**31 - 1).
@@ -240,7 +238,7 @@ def bounded_rows_query(
     columns: Sequence[str],
     *,
     unit_column: str,
-    group_column: str | None,
+    group_columns: Sequence[str],
     max_groups_per_unit: int | None,
     where: Sequence[Predicate] = (),
     kinds: Mapping[str, str] | None = None,
@@ -249,8 +247,9 @@ def bounded_rows_query(
     """SELECT keeping <= $max_rows rows per unit (and <= $max_groups groups) by a keyed hash order.
 
     Steps: rows with a NULL unit or failing a filter in ``where`` go first. With a group cap, each
-    unit keeps the ``$max_groups`` of its distinct groups with the smallest keyed hash of
-    (unit, group), ties broken by the group value so that at most that many groups survive.
+    unit keeps the ``$max_groups`` of its distinct groups (value combinations of ``group_columns``)
+    with the smallest keyed hash of (unit, group), ties broken by the group's values so that at most
+    that many groups survive.
     Each row then gets the key ``K(h, 1)``, with ``h`` an unkeyed hash of the whole row and ``K`` the
     keyed 64-bit hash; one window over the unit orders by it. Identical rows tie: the j-th copy of a
     row (``j = row_number - rank + 1``, which copy is which does not matter as they are identical)
@@ -283,8 +282,8 @@ def bounded_rows_query(
         params.update(p)
     parts = [f"__dps_in AS (SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)})"]
     rows_from = "__dps_in"
-    if group_column is not None and max_groups_per_unit is not None:
-        group = quote(group_column)
+    if group_columns and max_groups_per_unit is not None:
+        group = ", ".join(quote(c) for c in group_columns)
         group_key = dialect.keyed64(dialect.row_hash.format(f"{unit}, {group}"), "$gk1", "$gk2")
         parts.append(
             f"__dps_grouped AS (SELECT {cols} FROM (SELECT *, dense_rank() OVER "
@@ -334,23 +333,26 @@ def group_aggregates_query(
     view: str,
     *,
     unit_column: str,
-    group_column: str | None,
-    key_type: str | None,
-    n_keys: int | None,
+    group_columns: Sequence[str],
+    key_types: Sequence[str] | None,
     aggregates: Sequence[Aggregate],
     kinds: Mapping[str, str] | None = None,
     dialect: Dialect = DUCKDB,
     stored: Mapping[int, str] | None = None,
 ) -> tuple[str, dict[str, object]]:
-    """Aggregates per group; with ``n_keys`` the output has exactly the public keys ``$keys`` in order.
+    """Aggregates per group; with ``key_types`` the output has exactly the public keys in order.
+
+    The public keys are one list parameter per group column (``$keys0``, ``$keys1``, ...: column j's
+    part of every key, of type ``key_types[j]``), zipped into rows.
 
     ``stored`` maps the position of a ``ClippedSum`` in ``aggregates`` to a hidden column of the view
     holding its grid units (``stored_grid_units``): that sum is then a plain integer sum.
 
     ``view`` is a relation: a quoted table name or a parenthesised, aliased subquery. ``kinds`` maps
     columns to their kind (a column missing there is treated as float: NaN is then tested for).
-    Output columns: the key (or the key's position when keys are public), then one per aggregate.
-    Counts of absent keys are 0 and their sums 0 (COALESCE after the LEFT JOIN).
+    Output columns: the key's values, one column per group column (or the key's position when keys
+    are public), then one per aggregate. Counts of absent keys are 0 and their sums 0 (COALESCE after
+    the LEFT JOIN).
     """
     kinds = kinds or {}
     params: dict[str, object] = {}
@@ -377,14 +379,18 @@ def group_aggregates_query(
             selects.append(f"{expr} AS __dps_a{i}")
             params.update(p)
     outs = ", ".join(f"coalesce(a.__dps_a{i}, 0)" for i in range(len(aggregates)))
-    if group_column is None:
+    if not group_columns:
         return f"SELECT NULL, {outs} FROM (SELECT {', '.join(selects)} FROM {view}) a", params
-    group = quote(group_column)
-    agg_sql = f"SELECT {group} AS __dps_key, {', '.join(selects)} FROM {view} GROUP BY {group}"
-    if n_keys is None:
-        return f"SELECT a.__dps_key, {outs} FROM ({agg_sql}) a ORDER BY a.__dps_key NULLS LAST", params
-    sql = (
-        f"SELECT k.__dps_ord, {outs} FROM ({dialect.key_rows.format(type=key_type)}) AS k "
-        f"LEFT JOIN ({agg_sql}) a ON k.__dps_key = a.__dps_key ORDER BY k.__dps_ord"
-    )
+    names = [f"__dps_k{j}" for j in range(len(group_columns))]
+    keyed = ", ".join(f"{quote(c)} AS {k}" for c, k in zip(group_columns, names, strict=True))
+    group = ", ".join(quote(c) for c in group_columns)
+    agg_sql = f"SELECT {keyed}, {', '.join(selects)} FROM {view} GROUP BY {group}"
+    if key_types is None:
+        found = ", ".join(f"a.{k}" for k in names)
+        order = ", ".join(f"a.{k} NULLS LAST" for k in names)
+        return f"SELECT {found}, {outs} FROM ({agg_sql}) a ORDER BY {order}", params
+    lists = [f"unnest(CAST($keys{j} AS {t}[])) AS {k}" for j, (t, k) in enumerate(zip(key_types, names, strict=True))]
+    key_rows = f"SELECT {', '.join(lists)}, unnest(range(len($keys0))) AS __dps_ord"
+    joined = " AND ".join(f"k.{k} = a.{k}" for k in names)
+    sql = f"SELECT k.__dps_ord, {outs} FROM ({key_rows}) AS k LEFT JOIN ({agg_sql}) a ON {joined} ORDER BY k.__dps_ord"
     return sql, params
