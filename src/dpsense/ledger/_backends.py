@@ -1,7 +1,8 @@
 """Two storage backends with one behaviour: SQLite (embedded default) and PostgreSQL (psycopg 3).
 
 Both expose the same tiny seam: ``write()`` opens a transaction that serialises with every other
-writer on the rows it locks, ``read()`` a plain one. SQL is written once with ``?`` placeholders
+writer on the rows it locks, ``read()`` a plain one, ``select()`` runs one read statement on its own
+(the hot reads of the service: a token, the current snapshot; one round trip instead of three). SQL is written once with ``?`` placeholders
 and a ``{lock}`` marker after row-locking SELECTs. No transaction spans user code: each is a few
 statements of ours, milliseconds long, and the audit append (which locks the one ``audit_head``
 row, the total order of the hash chain) comes at its end.
@@ -35,7 +36,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
@@ -81,6 +82,16 @@ class Backend(Protocol):
 
     def read(self) -> Any:
         """A transaction for reads only."""
+        ...
+
+    def select(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        """One read statement on its own, outside any explicit transaction (``read`` without BEGIN/COMMIT).
+
+        A statement sees the data committed before it began, exactly as one statement of a READ
+        COMMITTED ``read()`` transaction (PostgreSQL) or of SQLite's ``read()``: for one statement the
+        two are the same read, this one without the two extra round trips. Use ``read()`` for several
+        statements that must see one snapshot (SQLite) or that set a transaction's isolation.
+        """
         ...
 
     def close(self) -> None:
@@ -143,6 +154,9 @@ class SqliteBackend:
             yield _SqliteTx(self._conn)
         finally:
             self._conn.execute("COMMIT")
+
+    def select(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        return _SqliteTx(self._conn).execute(sql, params)  # autocommit: the statement is its own transaction
 
     def close(self) -> None:
         self._conn.close()
@@ -252,15 +266,25 @@ class PostgresBackend:
     def read(self) -> AbstractContextManager[Tx]:
         return self._transaction(writes=False)
 
+    def select(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        conn = self._live()  # autocommit: the statement is its own transaction (READ COMMITTED's snapshot)
+        with self._failures(conn, writes=False, committing=lambda: False):
+            return _PgTx(conn).execute(sql, params)
+
     @contextmanager
     def _transaction(self, *, writes: bool) -> Iterator[Tx]:
         conn = self._live()
         committing = False
+        with self._failures(conn, writes=writes, committing=lambda: committing), conn.transaction():
+            yield _PgTx(conn)
+            committing = True
+
+    @contextmanager
+    def _failures(self, conn: Any, *, writes: bool, committing: Callable[[], bool]) -> Iterator[None]:
+        """The driver's errors of a lock wait, a timeout or a lost session, as ``LedgerBusy``."""
         errors = self._psycopg.errors
         try:
-            with conn.transaction():
-                yield _PgTx(conn)
-                committing = True
+            yield
         except errors.LockNotAvailable:
             raise LedgerBusy(
                 f"a PostgreSQL ledger lock was not obtained within lock_timeout ({self._settings['lock_timeout']:g} s);"
@@ -274,7 +298,7 @@ class PostgresBackend:
         except self._psycopg.Error as exc:
             if not conn.broken:
                 raise
-            raise LedgerBusy(_lost(exc, unsure=writes and committing and exc.sqlstate is None)) from None
+            raise LedgerBusy(_lost(exc, unsure=writes and committing() and exc.sqlstate is None)) from None
 
     def close(self) -> None:
         self._conn.close()

@@ -37,6 +37,10 @@ class LedgerContext:
         """
         return self._dataset_ids.get(dataset) or self._dataset_ids.setdefault(dataset, dataset_id_of(tx, dataset))
 
+    def known_dataset_id(self, dataset: str) -> int | None:
+        """The id of ``dataset`` when it was looked up before (no read), else ``None``."""
+        return self._dataset_ids.get(dataset)
+
     def check_analyst(self, tx: Tx, analyst: str) -> None:
         """Refuse an analyst that was never added (read in ``tx`` until it is found once).
 

@@ -37,7 +37,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from dpsense.accounting.pld import PldEvent
@@ -52,6 +52,7 @@ from dpsense.core.errors import (
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import _audit, _partitions, _verify
 from dpsense.ledger._amounts import (
+    Pair,
     as_loss,
     canonical_json,
     check_positive,
@@ -146,6 +147,8 @@ class _Attempt:
     group: GroupCharge | None
     base: Reservation
     same: tuple[int, str, str | None, str | None, str | None, tuple[int | None, str | None]]
+    #: The new spend of each budget (by id) this attempt debited (``_debit``): the figures it answers with.
+    debited: dict[int, Pair] = field(default_factory=dict)
 
     def existing(self) -> Row | None:
         """The stored charge of this (analyst, request id), or ``None``.
@@ -374,8 +377,9 @@ class Ledger:
         """Poll (read-only, no locks held) until the holder is no longer pending or its lease ended."""
         delay = _POLL_FIRST_S
         while True:
-            with self._context.backend.read() as tx:
-                rows = tx.execute("SELECT state, flight_key, updated_at FROM charges WHERE id = ?", (wait.charge_id,))
+            rows = self._context.backend.select(
+                "SELECT state, flight_key, updated_at FROM charges WHERE id = ?", (wait.charge_id,)
+            )
             if not rows or rows[0][1] is None or rows[0][0] != ChargeState.RESERVED.value:
                 return
             if float(rows[0][2]) != wait.updated_at:  # resumed by a retry: a new lease, look again
@@ -396,11 +400,11 @@ class Ledger:
         now = self._context.clock()
         with self._context.backend.write() as tx:
             attempt = self._begin(tx, now, request, since)
-            if request.cache_key is not None:
-                answer = self._single_flight(attempt, request.cache_key)
-                if answer is not None:
-                    return answer
-            return self._charge(attempt)
+            answer = None if request.cache_key is None else self._single_flight(attempt, request.cache_key)
+            if isinstance(answer, _Wait):
+                return answer
+            reservation = answer if answer is not None else self._charge(attempt)
+        return _replace(reservation, budgets=_figures(request.dataset, attempt))
 
     def _begin(self, tx: Tx, now: float, request: _Request, since: dict[tuple[int, float], float]) -> _Attempt:
         """Look up the dataset and the analyst, lock every budget the request falls in, resolve its group.
@@ -513,7 +517,7 @@ class Ledger:
             row = attempt.existing()
             assert row is not None
             return self._retry(attempt, row)
-        apply_debits(tx, plan)
+        _debit(attempt, plan)
         payload = charge_payload(
             charge_id,
             attempt.base,
@@ -587,7 +591,7 @@ class Ledger:
             group = GroupCharge(int(row[9]), row[10], _partitions.spans(tx, int(row[1]))[int(row[9])])
         event = attempt.request.event
         plan = plan_debits(tx, attempt.budgets, base.loss, dataset_id=int(row[1]), event=event, group=group)
-        debits = apply_debits(tx, plan)
+        debits = _debit(attempt, plan)
         tx.execute(
             "UPDATE charges SET state = 'reserved', debits = ?, owner = ?, updated_at = ?, charged_at = ?,"
             " flight_key = ? WHERE id = ?",
@@ -872,6 +876,29 @@ class Ledger:
         return Anchor(str(head), int(seq))
 
     # ------------------------------------------------------------------ helpers
+
+
+def _debit(attempt: _Attempt, plan: Plan) -> str:
+    """Write a plan's new spends (``apply_debits``) and keep them for the reservation's figures."""
+    attempt.debited.update((b.id, new) for b, new in plan)
+    return apply_debits(attempt.tx, plan)
+
+
+def _figures(dataset: str, attempt: _Attempt) -> tuple[BudgetStatus, ...]:
+    """Every budget the reserve transaction locked, as this request left it (after its own debit, if any).
+
+    Read from the locked rows the transaction already holds: no other statement, no other transaction.
+    """
+    out = []
+    for b in attempt.budgets:
+        spent = attempt.debited.get(b.id, b.spent)
+        left = remaining(b, spent)
+        out.append(
+            BudgetStatus(
+                dataset, b.scope, b.mode, as_loss(b.cap, b.mode), as_loss(spent, b.mode), as_loss(left, b.mode)
+            )
+        )
+    return tuple(out)
 
 
 def _answer_payload(base: Reservation, charge_id: int, release_id: int | None) -> dict[str, Any]:

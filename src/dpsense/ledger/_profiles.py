@@ -43,6 +43,9 @@ class DatasetProfile:
     created_at: float
 
 
+_SNAPSHOTS = "SELECT snapshot FROM dataset_profiles WHERE dataset_id = ? ORDER BY id"
+
+
 class Profiles:
     """The dataset profiles and dataset names of one ledger (its ``LedgerContext``)."""
 
@@ -119,10 +122,17 @@ class Profiles:
         return DatasetProfile(dataset, str(row[0]), str(row[1]), json.loads(row[2]), float(row[3]))
 
     def snapshots(self, dataset: str) -> list[str]:
-        """The dataset's snapshot versions, oldest first."""
-        with self._context.backend.read() as tx:
-            dataset_id = dataset_id_of(tx, dataset)
-            rows = tx.execute("SELECT snapshot FROM dataset_profiles WHERE dataset_id = ? ORDER BY id", (dataset_id,))
+        """The dataset's snapshot versions, oldest first.
+
+        Read on every release of the service (``SharedSnapshots``): once the dataset's id is known it is
+        one statement on its own (``Backend.select``), one round trip.
+        """
+        known = self._context.known_dataset_id(dataset)
+        if known is not None:
+            rows = self._context.backend.select(_SNAPSHOTS, (known,))
+        else:
+            with self._context.backend.read() as tx:
+                rows = tx.execute(_SNAPSHOTS, (self._context.dataset_id(tx, dataset),))
         return [str(r[0]) for r in rows]
 
     def dataset_names(self) -> list[str]:

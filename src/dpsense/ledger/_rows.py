@@ -42,14 +42,16 @@ class BudgetRow:
         self.spent: Pair = (parse_frac(row[8]), parse_frac(row[9]))
 
 
-def remaining(b: BudgetRow) -> Pair:
+def remaining(b: BudgetRow, spent: Pair | None = None) -> Pair:
     """What is left of a scope (never below zero: a sub-budget created late may start overspent).
 
-    For a PLD budget this is the ε headroom at the cap's δ (not additive: composition is not a sum).
+    ``spent`` replaces the row's spend (a debit planned in the same transaction). For a PLD budget
+    this is the ε headroom at the cap's δ (not additive: composition is not a sum).
     """
+    used = b.spent if spent is None else spent
     if b.mode == "pld":
-        return max(Fraction(0), b.cap[0] - b.spent[0]), b.cap[1]
-    return max(Fraction(0), b.cap[0] - b.spent[0]), max(Fraction(0), b.cap[1] - b.spent[1])
+        return max(Fraction(0), b.cap[0] - used[0]), b.cap[1]
+    return max(Fraction(0), b.cap[0] - used[0]), max(Fraction(0), b.cap[1] - used[1])
 
 
 def in_scope(

@@ -155,9 +155,8 @@ class Tokens:
         parsed = _parse(token)
         token_id, secret = parsed if parsed is not None else (_DUMMY_ID, b"")
         rows: list[tuple[object, ...]] = []
-        if parsed is not None:
-            with self._context.backend.read() as tx:
-                rows = [tuple(r) for r in tx.execute(_LOOKUP_SQL, (token_id,))]
+        if parsed is not None:  # one statement: its own read (``Backend.select``), one round trip
+            rows = [tuple(r) for r in self._context.backend.select(_LOOKUP_SQL, (token_id,))]
         stored_id, analyst, role, salt, stored_hash, revoked_at, expires_at = (
             rows[0] if rows else (_DUMMY_ID, "", "", _DUMMY_SALT, _DUMMY_HASH, None, None)
         )

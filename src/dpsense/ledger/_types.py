@@ -111,6 +111,9 @@ class Reservation:
     or a cache hit): the caller must return it and run nothing. Otherwise the caller runs the
     release and calls ``commit`` or ``fail``. ``resumed`` marks a retry of a request whose earlier
     attempt reserved but never committed; it was already charged, and it cannot be refunded.
+    ``budgets`` holds every budget scope the reserve transaction locked (the total and the analyst,
+    family and period scopes that apply, in id order), as this request left them: after its own
+    debit, from the rows that transaction locked (a front end answers with them, no second read).
     """
 
     charge_id: int | None
@@ -122,6 +125,7 @@ class Reservation:
     stored: StoredRelease | None = None
     resumed: bool = False
     cache_hit: bool = field(default=False)
+    budgets: tuple[BudgetStatus, ...] = ()
 
     @property
     def is_replay(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpsense.core import PureDP
+from dpsense.core import ApproxDP, PureDP
 from dpsense.core.errors import UnknownDataset
 from dpsense.ledger import Ledger, ReleaseRecord, Scope
 
@@ -33,3 +33,26 @@ def test_scopes_list_the_total_first_then_each_sub_budget_and_hits_count_stored_
         assert ledger.cache_hits() == {stored.release_id: 2}
         with pytest.raises(UnknownDataset):
             ledger.budget_scopes("nope")
+
+
+def test_a_reservation_carries_its_budgets_as_its_own_transaction_left_them(ledger_url: str) -> None:
+    """``Reservation.budgets``: what a second read would say, without one (charge, retry, cache hit)."""
+    with Ledger.open(ledger_url) as ledger:
+        ledger.add_analyst("alice")
+        ledger.add_analyst("bob")
+        ledger.register_dataset("events", budget=PureDP(10))
+        ledger.set_budget("events", Scope.analyst("alice"), PureDP(2))
+        ledger.set_budget("events", Scope.analyst("bob"), PureDP(3))  # bob's scope is not alice's
+        charged = ledger.reserve(dataset="events", analyst="alice", request_id="a", loss=PureDP(1), cache_key="k")
+        expected = (ledger.budget("events"), ledger.budget("events", Scope.analyst("alice")))
+        assert charged.budgets == expected
+        assert expected[0].spent == ApproxDP(1, 0) and expected[1].remaining == ApproxDP(1, 0)
+        ledger.commit(charged, RECORD)
+        for request in ("a", "b"):  # a retry (replayed) and a cache hit: no debit, the same figures
+            answer = ledger.reserve(
+                dataset="events", analyst="alice", request_id=request, loss=PureDP(1), cache_key="k"
+            )
+            assert answer.stored is not None and answer.budgets == expected
+        other = ledger.reserve(dataset="events", analyst="bob", request_id="c", loss=PureDP(2))
+        assert other.budgets == (ledger.budget("events"), ledger.budget("events", Scope.analyst("bob")))
+        assert other.budgets[0].spent == ApproxDP(3, 0)

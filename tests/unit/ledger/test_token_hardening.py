@@ -95,12 +95,23 @@ class _Counts:
     rows: int = 0
 
 
+@dataclass
+class _Select:
+    """``Backend.select`` seen as a transaction of one statement (for ``_counting``)."""
+
+    select: Any
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        result: list[Any] = self.select(sql, params)
+        return result
+
+
 @contextmanager
 def _counting(monkeypatch: pytest.MonkeyPatch, ledger: Ledger) -> Iterator[_Counts]:
     counts = _Counts()
     digest, compare = service._digest, hmac.compare_digest
     backend = ledger._context.backend
-    read = backend.read
+    read, select = backend.read, backend.select
 
     def counted_digest(salt: bytes, secret: bytes) -> str:
         counts.digests += 1
@@ -125,9 +136,13 @@ def _counting(monkeypatch: pytest.MonkeyPatch, ledger: Ledger) -> Iterator[_Coun
         with read() as tx:
             yield _Tx(tx)
 
+    def counted_select(sql: str, params: Sequence[object] = ()) -> list[Any]:
+        return _Tx(_Select(select)).execute(sql, params)
+
     monkeypatch.setattr(service, "_digest", counted_digest)
     monkeypatch.setattr(hmac, "compare_digest", counted_compare)
     monkeypatch.setattr(backend, "read", counted_read)
+    monkeypatch.setattr(backend, "select", counted_select)
     try:
         yield counts
     finally:
