@@ -123,6 +123,7 @@ class Session:
         self._store = SnapshotStore(Path(store)) if isinstance(store, str | os.PathLike) else store
         self._datasets: dict[str, Dataset] = {}
         self._fingerprints: dict[tuple[str, str], str] = {}
+        self._reserved_budgets: tuple[BudgetStatus, ...] = ()
         if role == "steward":
             ledger.add_analyst(analyst)
 
@@ -183,6 +184,16 @@ class Session:
     def ledger(self) -> Ledger:
         """The ledger this session charges."""
         return self._ledger
+
+    @property
+    def reserved_budgets(self) -> tuple[BudgetStatus, ...]:
+        """The budgets as this session's last ``release`` left them, from its reserve transaction.
+
+        Every scope that transaction locked (``Reservation.budgets``), after the release's own debit;
+        empty when the last release was refused before its charge. A server answers with these figures
+        instead of reading the budgets again (``dpsense.service``).
+        """
+        return self._reserved_budgets
 
     # -- steward ---------------------------------------------------------------------------------
 
@@ -491,6 +502,7 @@ class Session:
             ChargedFailure: the release failed after reading data (charged, no reason given).
 
         """
+        self._reserved_budgets = ()
         if is_test_source_active() and not self._allow_test_noise:
             raise UsageError(
                 "releases refuse to run on the test-only deterministic noise source",
@@ -512,6 +524,7 @@ class Session:
             family=family,
             cache_key=self._cache_key(dataset, the_plan),
         )
+        self._reserved_budgets = reservation.budgets
         if reservation.stored is not None:
             progress("the stored release (no new charge)", len(stages), len(stages))
             return Release(reservation.stored, cached=True, charged=None, names=names)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any, TypeVar
@@ -52,6 +54,11 @@ from dpsense.service._steward import router as steward_router
 from dpsense.service._workers import ServiceConfig, Worker, Workers
 
 T = TypeVar("T")
+
+#: How long a thread may hold the GIL before the event loop gets it back (``sys.setswitchinterval``).
+SWITCH_INTERVAL_S = 0.001
+#: The environment variable through which ``serve --processes N`` hands each process its configuration.
+CONFIG_ENV = "DPSENSE_SERVICE_CONFIG"
 
 #: The release routes: their responses, answers and refusals alike, are padded (``_guard``).
 RELEASE_ROUTES = frozenset({("POST", "/v1/releases"), ("POST", "/v1/releases/yaml"), ("POST", "/v1/sql")})
@@ -193,7 +200,7 @@ async def release_sql(body: SqlBody, caller: CallerDep, key: IdempotencyKey) -> 
 
     def work(session: Session) -> dict[str, Any]:
         result = session.sql(body.sql, epsilon=body.epsilon, delta=body.delta, request_id=key, family=body.family)
-        return release_document(result) | {"budget": budgets(session, result.record.dataset)}
+        return release_document(result) | {"budget": released_budgets(session, result.record.dataset)}
 
     return await caller.run(work)
 
@@ -230,11 +237,12 @@ async def _release(body: ReleaseBody, caller: Caller, key: str) -> dict[str, Any
     query = body.query()
 
     def work(session: Session) -> dict[str, Any]:
-        attach(session, body.dataset, body.snapshot)
+        if body.snapshot is not None:  # a named snapshot must be the current one (else the release reads it)
+            attach(session, body.dataset, body.snapshot)
         result = session.release(
             query, epsilon=body.epsilon, delta=body.delta, public_n=body.public_n, request_id=key, family=body.family
         )
-        return release_document(result) | {"budget": budgets(session, result.record.dataset)}
+        return release_document(result) | {"budget": released_budgets(session, result.record.dataset)}
 
     return await caller.run(work)
 
@@ -256,6 +264,20 @@ def budgets(session: Session, dataset: str) -> dict[str, Any]:
     except UsageError:
         own = None
     return {"total": total, "analyst": own}
+
+
+def released_budgets(session: Session, dataset: str) -> dict[str, Any]:
+    """``budgets`` after a release, from its own reserve transaction (``Session.reserved_budgets``): no read.
+
+    The figures are the budgets as the release's charge left them, read under the locks that charge
+    took. A release that returned always has them; were they missing, the budgets are read instead.
+    """
+    figures = session.reserved_budgets
+    total = next((b for b in figures if b.scope.kind == "total"), None)
+    if total is None:
+        return budgets(session, dataset)
+    own = next((b for b in figures if b.scope.kind == "analyst" and b.scope.value == session.analyst), None)
+    return {"total": budget_document(total), "analyst": None if own is None else budget_document(own)}
 
 
 def preview_doc(session: Session, dataset: str, requested: Any, explain: str, expected: Forecast) -> dict[str, Any]:
@@ -309,3 +331,14 @@ def create_app(config: ServiceConfig) -> Guard:
         latency_quantum_s=config.latency_quantum_s,
         max_body_bytes=config.max_body_bytes,
     )
+
+
+def app_from_environment() -> Guard:
+    """``create_app`` of the configuration in ``$DPSENSE_SERVICE_CONFIG`` (each process of ``serve --processes N``)."""
+    text = os.environ.get(CONFIG_ENV)
+    if text is None:
+        raise UsageError(
+            "a service process reads its configuration from the environment", CONFIG_ENV, "start it with dpsense serve"
+        )
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as ``serve`` sets it for one process (``cli._serve``)
+    return create_app(ServiceConfig.from_env(text))

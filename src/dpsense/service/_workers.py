@@ -27,6 +27,8 @@ this service also bumps a generation number, on which workers start fresh Sessio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import math
 import threading
@@ -91,6 +93,16 @@ class ServiceConfig:
     constant_work: int = DEFAULT_CONSTANT_WORK
     resolve_stale_after_s: float = DEFAULT_RESOLVE_STALE_AFTER_S
     resolve_stale_every_s: float = DEFAULT_RESOLVE_STALE_EVERY_S
+
+    def to_env(self) -> str:
+        """The configuration as one line of JSON (``from_env`` reads it back), for ``serve``'s processes."""
+        return json.dumps(dataclasses.asdict(self) | {"data_dir": str(self.data_dir)}, sort_keys=True)
+
+    @classmethod
+    def from_env(cls, text: str) -> ServiceConfig:
+        """The configuration ``to_env`` wrote (checked again by ``__post_init__``)."""
+        fields = json.loads(text)
+        return cls(**(fields | {"data_dir": Path(fields["data_dir"])}))
 
     def __post_init__(self) -> None:
         for name, flag in (("resolve_stale_after_s", "after"), ("resolve_stale_every_s", "every")):

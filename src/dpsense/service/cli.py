@@ -3,7 +3,7 @@
 ::
 
     python -m dpsense.service serve --ledger postgresql://... --data-dir /srv/data [--host 127.0.0.1]
-        [--port 8000] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--constant-work 256]
+        [--port 8000] [--processes 1] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--constant-work 256]
         [--resolve-stale-after 3600] [--resolve-stale-every 60] [--access-log]
     python -m dpsense.service token create NAME [--role analyst|steward] [--expires-in-s SECONDS] --ledger URL
     python -m dpsense.service token revoke TOKEN_ID --ledger URL
@@ -23,13 +23,15 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from dpsense.core.errors import DPSenseError
+from dpsense.core.checks import integer_in
+from dpsense.core.errors import DPSenseError, UsageError
 from dpsense.ledger import Ledger
 
 DEFAULT_LEDGER = "sqlite:///dpsense.db"
-#: How long a thread may hold the GIL before the event loop gets it back (``sys.setswitchinterval``).
-SWITCH_INTERVAL_S = 0.001
+#: The most server processes ``--processes`` starts.
+MAX_PROCESSES = 64
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,7 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", default=os.environ.get("DPSENSE_DATA_DIR", "."), help="folder of sources")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (put TLS in front of it)")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=4, help="worker threads (ledger connections)")
+    serve.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="server processes on one port (each with its worker threads, snapshot copies and noise pools)",
+    )
+    serve.add_argument("--workers", type=int, default=4, help="worker threads (ledger connections) per process")
     serve.add_argument("--min-latency", type=float, default=0.25, help="seconds before any release response")
     serve.add_argument("--latency-quantum", type=float, default=0.25, help="release latencies round up to this")
     serve.add_argument(
@@ -100,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from dpsense.service._app import create_app
+    from dpsense.service._app import CONFIG_ENV, SWITCH_INTERVAL_S, create_app
     from dpsense.service._workers import ServiceConfig
 
     config = ServiceConfig(
@@ -113,18 +121,31 @@ def _serve(args: argparse.Namespace) -> int:
         resolve_stale_after_s=args.resolve_stale_after,
         resolve_stale_every_s=args.resolve_stale_every,
     )
+    if not integer_in(args.processes, 1, MAX_PROCESSES):
+        raise UsageError(
+            f"--processes is the number of server processes, an integer from 1 to {MAX_PROCESSES}",
+            args.processes,
+            "pass --processes 2 on a 2-core machine (docs/performance.md, 'The service')",
+        )
     Ledger.open(config.ledger_url).close()  # migrate once, and fail early on a bad URL
-    # Parser and worker threads hand the GIL back to the event loop within 1 ms (Python's default
-    # is 5 ms), so that /healthz and small requests stay fast while large bodies are read.
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    uvicorn.run(
-        create_app(config),
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        access_log=args.access_log,
-        server_header=False,
-    )
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "access_log": args.access_log,
+        "server_header": False,
+    }
+    if args.processes == 1:
+        # Parser and worker threads hand the GIL back to the event loop within 1 ms (Python's default
+        # is 5 ms), so that /healthz and small requests stay fast while large bodies are read.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        uvicorn.run(create_app(config), **options)
+        return 0
+    # Each process builds its own application from the configuration (uvicorn spawns them; they share
+    # the listening socket): its own worker threads, ledger connections, snapshot copies and noise
+    # pools. Everything they must agree on (budgets, single flight, the stored releases) is the ledger's.
+    os.environ[CONFIG_ENV] = config.to_env()
+    uvicorn.run("dpsense.service._app:app_from_environment", factory=True, workers=args.processes, **options)
     return 0
 
 
