@@ -55,6 +55,7 @@ F64 = NDArray[np.float64]
 GROUPS = ("a", "b", "c")
 OUTSIDE_GROUP = "z"  # present in the data, not a public key: never released
 SELECT_KEYS = ("p", "q", "r")  # the column grouped without public keys (private partition selection)
+WARDS = ("x", "y")  # the second public group column ``w`` (grouping by several columns)
 VERTICES = tuple(range(6))
 LOW, HIGH = 0, 100
 #: Number of public cells of the order-statistic mechanisms (their documented default).
@@ -73,10 +74,17 @@ class Context:
     adjacency: str  # "add_remove" | "replace"
     grouped: bool
     filtered: bool
+    columns: int = 1  # grouped by g alone, or by (g, w): groups are value pairs
 
     @property
     def label(self) -> str:
-        return f"{self.adjacency}-{'grouped' if self.grouped else 'ungrouped'}-{'where' if self.filtered else 'all'}"
+        grouping = "ungrouped" if not self.grouped else "grouped" if self.columns == 1 else f"grouped{self.columns}"
+        return f"{self.adjacency}-{grouping}-{'where' if self.filtered else 'all'}"
+
+    @property
+    def group_columns(self) -> tuple[str, ...]:
+        """The public group columns of a grouped query in this context."""
+        return ("g", "w")[: self.columns]
 
 
 @dataclass
@@ -91,7 +99,7 @@ class Pair:
     note: str
 
 
-COLUMNS = ("uid", "g", "h", "v", "px", "py", "f", "src", "dst")
+COLUMNS = ("uid", "g", "h", "w", "v", "px", "py", "f", "src", "dst")
 
 
 def _value(rng: np.random.Generator, style: str) -> float:
@@ -137,6 +145,7 @@ def unit_rows(
                 "uid": uid,
                 "g": str(rng.choice(groups)),
                 "h": str(rng.choice(selects)),
+                "w": WARDS[(src + dst) % 2],  # no draw of its own: the other columns' draws stay as they were
                 "v": _value(rng, style),
                 "px": _value(rng, style),
                 "py": _value(rng, style),
@@ -151,7 +160,7 @@ def unit_rows(
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """A dataset with the fixed column types (also when empty)."""
     df = pd.DataFrame(rows, columns=list(COLUMNS))
-    types = {"uid": str, "g": str, "h": str, "v": "float64", "px": "float64", "py": "float64", "f": "int64"}
+    types = {"uid": str, "g": str, "h": str, "w": str, "v": "float64", "px": "float64", "py": "float64", "f": "int64"}
     return df.astype(types).astype({"src": "int64", "dst": "int64"})
 
 
@@ -423,7 +432,9 @@ def capturing() -> Iterator[Capture]:
         original_partitions = mech.select_partitions
 
         def select_partitions(unit_counts: Any, **kw: Any) -> Any:
-            keys = [r.key for r in cap.last_rows if r.key is not None]
+            keys = [  # the candidates select_keys passes: no NULL in any group column
+                r.key for r in cap.last_rows if r.key is not None and not (isinstance(r.key, tuple) and None in r.key)
+            ]
             counts = np.array(unit_counts, dtype=np.int64, copy=True).reshape(-1)
             cap.add("partition", cap.value_step(), counts, keys=keys, kwargs=dict(kw))
             return original_partitions(unit_counts, **kw)
@@ -468,7 +479,7 @@ def register(session: dp.Session, name: str, data: pd.DataFrame, ctx: Context, r
         privacy_unit="uid",
         adjacency=ctx.adjacency,
         bounds={"v": (LOW, HIGH), "px": (LOW, HIGH), "py": (LOW, HIGH)},
-        keys={"g": list(GROUPS), "src": list(VERTICES), "dst": list(VERTICES)},
+        keys={"g": list(GROUPS), "w": list(WARDS), "src": list(VERTICES), "dst": list(VERTICES)},
         kinds={"px": "point", "py": "point", "src": "edge", "dst": "edge"},
         policies={"v": "clamp", "px": "clamp", "py": "clamp"},
         max_rows_per_unit=rows_per_unit,

@@ -744,7 +744,7 @@ def release(
         dataset: events              # snapshot: v1, source: data.csv (relative to the spec) optional
         epsilon: 0.5                 # delta: 0, request_id: job-1 optional
         filters: [{column: age, op: ">=", value: 18}]
-        group_by: {column: region}   # keys: [north, south] optional
+        group_by: {column: region}   # keys: [north, south] optional; or {columns: [region, diagnosis]}
         max_groups_per_unit: 1
         aggregates:
           people: {kind: count_units}

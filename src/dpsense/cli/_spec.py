@@ -11,6 +11,7 @@ A release spec::
     filters:                      # optional
       - {column: age, op: ">=", value: 18}
     group_by: {column: region, keys: [north, south, east, west]}   # optional; keys default to the declared
+    # several columns: group_by: {columns: [region, diagnosis], keys: [[north, flu], [south, cold]]}
     max_groups_per_unit: 1        # optional
     aggregates:
       people: {kind: count_units}

@@ -8,6 +8,7 @@ their fix. A release spec::
     {"dataset": "health_events", "snapshot": "v1", "epsilon": 0.5, "delta": 0,
      "filters": [{"column": "age", "op": ">=", "value": 18}],
      "group_by": {"column": "region", "keys": ["north", "south"]}, "max_groups_per_unit": 1,
+     # or {"columns": ["region", "diagnosis"], "keys": [["north", "flu"], ["south", "cold"]]}
      "aggregates": {"people": {"kind": "count_units"},
                     "mean_hours": {"kind": "mean", "column": "hours", "bounds": [0, 24]}}}
 
@@ -227,10 +228,42 @@ class FilterSpec(StrictModel):
 
 
 class GroupBySpec(StrictModel):
-    """Group by one column; ``keys`` default to the keys declared at registration."""
+    """Group by one column (``column``) or several (``columns``); ``keys`` default to the declared ones.
 
-    column: Name
-    keys: list[Scalar] | None = Field(default=None, max_length=MAX_KEYS)
+    One column: ``keys`` lists its values. Several: the groups are their value combinations; ``keys``,
+    if given, lists the combinations that exist, each a list of values in the order of ``columns``
+    (a key set); without it the keys are the cross product of each column's declared keys. A list of
+    ``{column, keys}`` objects groups by each with its own keys (their cross product).
+    """
+
+    column: Name | None = None
+    columns: list[Name] | None = Field(default=None, min_length=2, max_length=MAX_COLUMNS)
+    keys: list[Scalar | Annotated[list[Scalar], Field(max_length=MAX_COLUMNS)]] | None = Field(
+        default=None, max_length=MAX_KEYS
+    )
+
+    @model_validator(mode="after")
+    def _one_grouping(self) -> GroupBySpec:
+        if (self.column is None) == (self.columns is None):
+            raise PydanticCustomError(
+                "one_grouping",
+                "a group_by names 'column' (one) or 'columns' (several), not both or neither",
+                {"fix": "write column: region, or columns: [region, diagnosis]", "input": self.columns or self.column},
+            )
+        several = self.columns is not None
+        for key in self.keys or ():
+            if isinstance(key, list) != several:
+                fix = (
+                    "list each key as a list of values in the order of 'columns', e.g. [[north, flu]]"
+                    if several
+                    else "list the column's values, e.g. [north, south]"
+                )
+                raise PydanticCustomError(
+                    "key_shape",
+                    "a key of 'columns' is a list of values, a key of 'column' one value",
+                    {"fix": fix, "input": key},
+                )
+        return self
 
 
 class ReleaseSpec(StrictModel):
@@ -245,7 +278,7 @@ class ReleaseSpec(StrictModel):
     delta: Number = 0
     public_n: StrictInt | None = None
     filters: tuple[FilterSpec, ...] = Field(default=(), max_length=MAX_STEPS)
-    group_by: GroupBySpec | None = None
+    group_by: GroupBySpec | list[GroupBySpec] | None = Field(default=None, union_mode="left_to_right")
     max_groups_per_unit: StrictInt | None = None
     aggregates: dict[Name, AggregateSpec] = Field(max_length=MAX_STEPS, json_schema_extra={"minProperties": 1})
 

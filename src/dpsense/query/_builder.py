@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import cast
+from typing import Any, cast
 
 from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
 from dpsense.mechanisms.quantile import integer_span
@@ -56,6 +56,8 @@ class Query:
     _group_by: tuple[_GroupBy, ...] = ()
     _max_groups_per_unit: int | None = None
     _aggregates: tuple[tuple[str, Aggregate], ...] = ()
+    #: (columns, key tuples) of a declared key set of several group columns, as given.
+    _key_set: tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -78,12 +80,35 @@ class Query:
             raise UsageError(f"a {op!r} filter compares with one value", value, "use op='in' for a list")
         return replace(self, _filters=(*self._filters, _Filter(column, parsed, stored)))
 
-    def group_by(self, column: str, *, keys: Iterable[PublicValue] | None = None) -> Query:
-        """Group by ``column``; public ``keys`` (or the schema's) avoid a private partition selection."""
+    def group_by(self, *columns: str, keys: Iterable[Any] | None = None) -> Query:
+        """Group by ``columns``; public ``keys`` (or the schema's) avoid a private partition selection.
+
+        One column: ``keys`` lists its values. Several (``group_by("region", "diagnosis")``, or one
+        ``group_by`` call per column): the groups are their value combinations, and ``keys``, if given,
+        lists the combinations that exist as tuples in the order of ``columns`` (a declared key set);
+        without it the keys are the cross product of each column's keys. Either way the keys are
+        public facts: a combination never listed is never released.
+        """
+        if not columns:
+            raise UsageError("group_by needs a column", columns, "pass group_by('region')")
         if keys is not None and (isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable)):
             raise UsageError("group_by keys must be a list of values", keys, "pass keys=['a', 'b'] or omit them")
         raw = None if keys is None else tuple(keys)
-        return replace(self, _group_by=(*self._group_by, _GroupBy(column, raw)))
+        if len(columns) == 1:
+            return replace(self, _group_by=(*self._group_by, _GroupBy(columns[0], raw)))
+        if raw is not None and self._key_set is not None:
+            raise UsageError("a query declares one key set", list(columns), "list every combination in one group_by")
+        if raw is not None:
+            for key in raw:
+                if not isinstance(key, tuple | list) or len(key) != len(columns):
+                    raise UsageError(
+                        f"a key of a grouping by {len(columns)} columns is a tuple of {len(columns)} values",
+                        key,
+                        f"pass keys=[{tuple('...' for _ in columns)}, ...] in the order {list(columns)}",
+                    )
+        grouped = tuple(_GroupBy(c, None) for c in columns)
+        key_set = None if raw is None else (tuple(columns), tuple(tuple(k) for k in raw))
+        return replace(self, _group_by=(*self._group_by, *grouped), _key_set=key_set or self._key_set)
 
     def max_groups_per_unit(self, k: int) -> Query:
         """Bound how many groups one privacy unit may contribute to."""
@@ -120,13 +145,19 @@ class Query:
         groups = _resolve_groups(self._group_by, schema)
         if self._max_groups_per_unit is not None and not groups:
             raise UsageError("max_groups_per_unit needs a group_by", self._max_groups_per_unit, "add group_by(...)")
-        return QueryIR(
+        key_set = None
+        if self._key_set is not None:
+            groups, key_set = _resolve_key_set(*self._key_set, groups, schema)
+        ir = QueryIR(
             dataset=self.dataset,
             filters=tuple(sorted(filters, key=lambda f: json.dumps(f.to_json(), sort_keys=True))),
             group_by=groups,
             max_groups_per_unit=self._max_groups_per_unit,
             aggregates=_resolve_aggregates(self._aggregates, groups, schema),
+            key_set=key_set,
         )
+        _check_group_count(ir)
+        return ir
 
 
 def _resolve_filter(spec: _Filter, schema: Schema) -> FilterIR:
@@ -168,6 +199,54 @@ def _resolve_groups(specs: tuple[_GroupBy, ...], schema: Schema) -> tuple[GroupB
             raise UsageError("each column is grouped by once", column.name, "remove the repeated group_by")
         resolved[column.name] = GroupByIR(column.name, _keys(spec.keys, column))
     return tuple(resolved[name] for name in sorted(resolved))
+
+
+def _resolve_key_set(
+    columns: tuple[str, ...], raw: tuple[tuple[Any, ...], ...], groups: tuple[GroupByIR, ...], schema: Schema
+) -> tuple[tuple[GroupByIR, ...], tuple[tuple[Value, ...], ...]]:
+    """A declared key set in the IR's column order, sorted and deduplicated; each column's keys its projection.
+
+    Every value is checked as a key of its column (declared keys, kind), so a typo is refused here.
+    """
+    order = [g.column for g in groups]
+    if sorted(columns) != sorted(set(columns)) or set(columns) != set(order):
+        raise UsageError(
+            "a key set names every group column once",
+            list(columns),
+            f"group by exactly these columns: {order}, with one group_by(..., keys=...) call",
+        )
+    position = [columns.index(c) for c in order]
+    resolved: dict[str, tuple[Value, ...]] = {}
+    for key in raw:
+        values = tuple(
+            _keys((key[i],), schema.column(c))[0]  # type: ignore[index]
+            for i, c in zip(position, order, strict=True)
+        )
+        resolved[json.dumps([tagged(v) for v in values])] = values
+    if not resolved:
+        raise UsageError("a key set must not be empty", [], "list at least one combination of keys")
+    key_set = tuple(sorted(resolved.values(), key=lambda k: [sort_key(v) for v in k]))
+    projected = tuple(
+        GroupByIR(g.column, tuple(sorted({tagged(k[j]): k[j] for k in key_set}.values(), key=sort_key)))
+        for j, g in enumerate(groups)
+    )
+    return projected, key_set
+
+
+#: The most groups one release's cross product of public keys may hold (each is a noisy row).
+MAX_GROUPS = 1_000_000
+
+
+def _check_group_count(ir: QueryIR) -> None:
+    count = ir.public_groups
+    if len(ir.group_by) > 1 and count is not None and count > MAX_GROUPS:
+        raise UsageError(
+            f"the cross product of the group columns' keys has {count:,} groups, more than the "
+            f"{MAX_GROUPS:,} a release holds",
+            list(ir.group_columns),
+            "group by fewer columns, filter to fewer keys, or declare the combinations that exist with "
+            "group_by(columns..., keys=[tuples])",
+        )
 
 
 def _keys(keys: tuple[PublicValue, ...] | None, column: Column) -> tuple[Value, ...] | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from dpsense.core.errors import UsageError
 from dpsense.query._aggregates import Aggregate
 from dpsense.query._builder import Query
 
@@ -27,7 +28,9 @@ class _Filter(Protocol):
 
 class _GroupBy(Protocol):
     @property
-    def column(self) -> str: ...
+    def column(self) -> str | None: ...
+    @property
+    def columns(self) -> Sequence[str] | None: ...
     @property
     def keys(self) -> Sequence[Any] | None: ...
 
@@ -44,11 +47,21 @@ class DeclarativeRequest(Protocol):
     @property
     def filters(self) -> Sequence[_Filter]: ...
     @property
-    def group_by(self) -> _GroupBy | None: ...
+    def group_by(self) -> _GroupBy | Sequence[_GroupBy] | None: ...
     @property
     def max_groups_per_unit(self) -> int | None: ...
     @property
     def aggregates(self) -> Mapping[str, _Statistic]: ...
+
+
+def _grouped(query: Query, grouping: _GroupBy) -> Query:
+    """``query`` grouped as one ``group_by`` field says: one column, or several with an optional key set."""
+    if grouping.columns is not None:
+        keys = None if grouping.keys is None else [tuple(k) for k in grouping.keys]
+        return query.group_by(*grouping.columns, keys=keys)
+    if grouping.column is None:
+        raise UsageError("a group_by names a column", None, "write column: region, or columns: [region, diagnosis]")
+    return query.group_by(grouping.column, keys=grouping.keys)
 
 
 def build_query(request: DeclarativeRequest, field: Callable[[str], AbstractContextManager[None]]) -> Query:
@@ -62,9 +75,15 @@ def build_query(request: DeclarativeRequest, field: Callable[[str], AbstractCont
     for i, f in enumerate(request.filters):
         with field(f"filters[{i}]"):
             query = query.filter(f.column, f.op, f.value)
-    if request.group_by is not None:
-        with field("group_by"):
-            query = query.group_by(request.group_by.column, keys=request.group_by.keys)
+    given = request.group_by
+    groupings: list[tuple[str, _GroupBy]] = []
+    if isinstance(given, Sequence):
+        groupings = [(f"group_by[{i}]", g) for i, g in enumerate(given)]
+    elif given is not None:
+        groupings = [("group_by", given)]
+    for name, grouping in groupings:
+        with field(name):
+            query = _grouped(query, grouping)
     if request.max_groups_per_unit is not None:
         with field("max_groups_per_unit"):
             query = query.max_groups_per_unit(request.max_groups_per_unit)

@@ -12,7 +12,9 @@ schema or the override. So two queries that mean the same thing build *equal* IR
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import Enum
@@ -159,6 +161,9 @@ class QueryIR(_ComparedByCanonicalForm):
     group_by: tuple[GroupByIR, ...]
     max_groups_per_unit: int | None
     aggregates: tuple[AggregateIR, ...]
+    #: The declared key combinations of a grouping by several columns (tuples in ``group_by``'s column
+    #: order, sorted), or ``None``: the cross product of the columns' public keys.
+    key_set: tuple[tuple[Value, ...], ...] | None = None
 
     @property
     def needs_partition_selection(self) -> bool:
@@ -166,6 +171,47 @@ class QueryIR(_ComparedByCanonicalForm):
         return any(g.needs_partition_selection for g in self.group_by) or any(
             a.needs_partition_selection for a in self.aggregates
         )
+
+    @property
+    def group_columns(self) -> tuple[str, ...]:
+        """The grouping's columns, in the IR's (sorted) order."""
+        return tuple(g.column for g in self.group_by)
+
+    @property
+    def group_keys(self) -> tuple[Value, ...] | tuple[tuple[Value, ...], ...] | None:
+        """The grouping's public keys: one column's keys, or tuples for several columns; ``None`` if selected.
+
+        Several columns: the declared ``key_set``, else the cross product of the columns' keys in the
+        column order (the last column varying fastest). ``None`` when there is no grouping or some
+        column has no public keys (private partition selection then picks the combinations).
+        """
+        if not self.group_by:
+            return None
+        if len(self.group_by) == 1:
+            return self.group_by[0].keys
+        if self.key_set is not None:
+            return self.key_set
+        per_column = [g.keys for g in self.group_by]
+        if any(keys is None for keys in per_column):
+            return None
+        return tuple(itertools.product(*(keys for keys in per_column if keys is not None)))
+
+    @property
+    def public_groups(self) -> int | None:
+        """How many groups an additive step releases: the public keys, 1 ungrouped, ``None`` if selected.
+
+        A histogram released alone counts its public keys. Computed without building a cross product.
+        """
+        if self.group_by:
+            if len(self.group_by) > 1 and self.key_set is None:
+                sizes = [g.keys for g in self.group_by]
+                return None if any(k is None for k in sizes) else max(1, math.prod(len(k or ()) for k in sizes))
+            keys = self.group_keys
+            return None if keys is None else max(1, len(keys))
+        histogram = next((a for a in self.aggregates if a.kind is AggregateKind.HISTOGRAM), None)
+        if histogram is not None:
+            return None if histogram.keys is None else max(1, len(histogram.keys))
+        return 1
 
     def to_json(self) -> dict[str, object]:
         """The canonical JSON document of the whole query."""
@@ -176,6 +222,8 @@ class QueryIR(_ComparedByCanonicalForm):
             "group_by": [g.to_json() for g in self.group_by],
             "max_groups_per_unit": self.max_groups_per_unit,
             "aggregates": [a.to_json() for a in self.aggregates],
+            # only when set, so that the canonical form of every other query stays what it was
+            **({} if self.key_set is None else {"key_set": [[tagged(v) for v in k] for k in self.key_set]}),
         }
 
     def canonical(self) -> str:

@@ -339,7 +339,7 @@ def _selection_step(ir: QueryIR, adj: Adjacency, loss: ApproxDP) -> PlanStep:
     groups = ir.max_groups_per_unit
     if groups is None:  # _keys_to_select refuses this first
         raise InternalError("partition selection without max_groups_per_unit")
-    column = ir.group_by[0].column
+    column = " x ".join(ir.group_columns)
     return PlanStep(
         output=column,
         part=StepPart.KEYS,

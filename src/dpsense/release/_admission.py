@@ -68,7 +68,7 @@ def _admit_filters(ir: QueryIR, table: TableInfo, engine_key: Callable[[Any], An
 
 def _admit_keys(ir: QueryIR, table: TableInfo, engine_key: Callable[[Any], Any]) -> None:
     """Refuse public keys the group column's type cannot hold (``engine.check_group_keys``), before the charge."""
-    lists = [(g.column, g.keys) for g in ir.group_by if g.keys is not None]
+    lists: list[tuple[str, tuple[Any, ...]]] = [(g.column, g.keys) for g in ir.group_by if g.keys is not None]
     lists += [(a.columns[0], a.keys) for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM and a.keys is not None]
     for column, keys in lists:
         check_group_keys(table, column, [engine_key(k) for k in keys])
@@ -81,16 +81,13 @@ def _max_groups(ir: QueryIR, plan: Plan, population: int | None) -> int | None:
     ``None`` when no public bound exists (no population declared).
     """
     if ir.group_by:
-        keys = ir.group_by[0].keys
-        if keys is not None:
-            return max(1, len(keys))
+        public = ir.public_groups
+        if public is not None:
+            return public
         selection = next((s for s in plan.steps if s.part is StepPart.KEYS), None)
         per_unit = None if selection is None else (selection.max_groups_per_unit or selection.max_rows_per_unit)
         return None if population is None or per_unit is None else max(1, population * per_unit)
-    histogram = next((a for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM), None)
-    if histogram is not None and histogram.keys is not None:
-        return max(1, len(histogram.keys))
-    return 1
+    return ir.public_groups or 1
 
 
 def _admit_additive(step: PlanStep, groups: int | None) -> None:

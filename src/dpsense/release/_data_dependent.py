@@ -26,7 +26,7 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
-from dpsense.engine import BoundedView, ReleaseEngine, count_present, count_units
+from dpsense.engine import BoundedView, GroupColumns, ReleaseEngine, count_present, count_units
 from dpsense.mechanisms.quantile import (
     DEFAULT_RESOLUTION,
     integer_candidates,
@@ -57,7 +57,7 @@ class DataDependentSteps(ABC):
     """The data-dependent handlers of a release runner (mixed into ``_executor._Runner``)."""
 
     engine: ReleaseEngine
-    group_column: str | None
+    group_column: GroupColumns | None
     keys: list[Any] | None
     plan: Plan
     constant_work: int | None
@@ -65,7 +65,7 @@ class DataDependentSteps(ABC):
     max_collect_rows: int | None
 
     @abstractmethod
-    def view(self, rows: int, group_column: str | None = None) -> BoundedView:
+    def view(self, rows: int, group_column: GroupColumns | None = None) -> BoundedView:
         """The release's bounded view with at most ``rows`` rows per unit (the runner caches them)."""
 
     def step_rows(self, step: PlanStep) -> int:
@@ -77,9 +77,10 @@ class DataDependentSteps(ABC):
         if self.group_column is None:
             data = self.engine.collect(view, columns=columns, max_rows=self.max_collect_rows)
             return [np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])]
-        data = self.engine.collect(view, columns=[self.group_column, *columns], max_rows=self.max_collect_rows)
+        groups = [self.group_column] if isinstance(self.group_column, str) else list(self.group_column)
+        data = self.engine.collect(view, columns=[*groups, *columns], max_rows=self.max_collect_rows)
         stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
-        return split_by_key(np.asarray(data[self.group_column]), stacked, self.keys or [])
+        return split_by_key([np.asarray(data[g]) for g in groups], stacked, self.keys or [])
 
     def order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
@@ -275,17 +276,18 @@ class DataDependentSteps(ABC):
     def select_keys(self, step: PlanStep) -> tuple[list[Any], PrivacyLoss]:
         """The grouping's keys by private partition selection (``mechanisms.partition_selection``).
 
-        Candidates are the keys present in the rows bounded to ``max_groups_per_unit`` keys per unit;
-        each is kept iff its distinct-unit count plus discrete Laplace noise reaches the public
-        threshold. A NULL key is never a candidate. The kept keys are sorted (type, value), a public
-        order; they are a release, so the later steps use them as public keys.
+        Candidates are the keys present in the rows bounded to ``max_groups_per_unit`` keys per unit
+        (value combinations, tuples, for several group columns); each is kept iff its distinct-unit
+        count plus discrete Laplace noise reaches the public threshold. A key with a NULL (in any
+        column) is never a candidate. The kept keys are sorted by value, a public order; they are a
+        release, so the later steps use them as public keys.
         """
         if self.group_column is None or step.max_groups_per_unit is None or not isinstance(step.loss, ApproxDP):
             raise InternalError("partition selection without a grouping, a group bound or δ")
         rows = self.engine.group_aggregates(
             self.view(ALL_ROWS), group_column=self.group_column, keys=None, aggregates=[count_units("units")]
         )
-        candidates = [(r.key, r.counts["units"]) for r in rows if r.key is not None]
+        candidates = [(r.key, r.counts["units"]) for r in rows if not _has_null(r.key)]
         chosen = mech.select_partitions(
             np.array([c for _, c in candidates], dtype=np.int64),
             max_partitions_per_unit=step.max_groups_per_unit,
@@ -294,7 +296,7 @@ class DataDependentSteps(ABC):
             delta=step.loss.delta,
         )
         kept = [key for (key, _), keep in zip(candidates, chosen.keep, strict=True) if keep]
-        return sorted(kept, key=lambda k: (type(k).__name__, k)), chosen.loss
+        return sorted(kept, key=_key_order), chosen.loss
 
     def trimmed_mean(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         """A noisy count as the public n, then the floor(t n^)-trimmed mean (``_public_n_statistic``)."""
@@ -349,22 +351,52 @@ class DataDependentSteps(ABC):
         return Output(agg.name, [float(result.value)], [None], note), [loss]
 
 
-def split_by_key(labels: NDArray[Any], rows: NDArray[np.float64], keys: Sequence[Any]) -> list[NDArray[np.float64]]:
-    """``rows`` split by their group ``labels``, one array per public key in order (empty for an absent key).
+def split_by_key(
+    labels: Sequence[NDArray[Any]], rows: NDArray[np.float64], keys: Sequence[Any]
+) -> list[NDArray[np.float64]]:
+    """``rows`` split by their group labels, one array per public key in order (empty for an absent key).
 
-    ``Engine.collect`` returns rows sorted by the group column, so each group is one run: the runs are
-    found in one pass (where the label changes) and looked up by key, instead of a mask over every row
-    per key (1 000 groups over 10^7 rows took seconds). Rows keep their order. Should the labels not
-    come sorted, a label in two runs, the masks are used (same result).
+    ``labels`` holds one array per group column; with one column a key is a value, with several a
+    tuple of values in that column order. ``Engine.collect`` returns rows sorted by the group columns,
+    so each group is one run: the runs are found in one pass (where any label changes) and looked up
+    by key, instead of a mask over every row per key (1 000 groups over 10^7 rows took seconds). Rows
+    keep their order. Should the labels not come sorted, a key in two runs, the masks are used (same
+    result).
     """
-    if labels.size == 0:
+    size = rows.shape[0]
+    if size == 0:
         return [rows[:0] for _ in keys]
-    starts = np.concatenate(([0], np.flatnonzero(labels[1:] != labels[:-1]) + 1, [labels.size]))
-    runs = {_scalar(labels[a]): (a, b) for a, b in itertools.pairwise(starts)}
+    changed = np.zeros(size - 1, dtype=bool)
+    for column in labels:
+        changed |= column[1:] != column[:-1]
+    starts = np.concatenate(([0], np.flatnonzero(changed) + 1, [size]))
+    several = len(labels) > 1
+
+    def key_at(i: int) -> Any:
+        return tuple(_scalar(column[i]) for column in labels) if several else _scalar(labels[0][i])
+
+    runs = {key_at(int(a)): (a, b) for a, b in itertools.pairwise(starts)}
     if len(runs) != len(starts) - 1:
-        return [rows[np.asarray(labels == key)] for key in keys]
+        return [rows[_matching(labels, key if several else (key,))] for key in keys]
     empty = rows[:0]
     return [rows[runs[key][0] : runs[key][1]] if key in runs else empty for key in keys]
+
+
+def _matching(labels: Sequence[NDArray[Any]], key: tuple[Any, ...]) -> NDArray[np.bool_]:
+    mask = np.ones(labels[0].shape[0], dtype=bool)
+    for column, value in zip(labels, key, strict=True):
+        mask &= np.asarray(column == value)
+    return mask
+
+
+def _has_null(key: Any) -> bool:
+    return key is None or (isinstance(key, tuple) and any(v is None for v in key))
+
+
+def _key_order(key: Any) -> Any:
+    """A public order of selected keys: by type name, then value (part by part for tuples)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return tuple((type(v).__name__, v) for v in parts)
 
 
 def _candidates(agg: AggregateIR, step: PlanStep) -> tuple[float, float, bool, bool]:

@@ -32,6 +32,7 @@ from dpsense.core.errors import InternalError, UnsupportedRequest
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
+    GroupColumns,
     GroupRow,
     Predicate,
     ReleaseEngine,
@@ -47,9 +48,12 @@ from dpsense.statistics._steps import (
 
 @dataclass
 class Executed:
-    """The noisy result of a plan, with the realised loss of every step (for the charge check)."""
+    """The noisy result of a plan, with the realised loss of every step (for the charge check).
 
-    group_column: str | None
+    ``group_column`` is the grouping's column, or a tuple of several whose ``keys`` are tuples.
+    """
+
+    group_column: GroupColumns | None
     keys: list[Any] | None
     outputs: list[Output]
     realised: list[PrivacyLoss]
@@ -62,12 +66,6 @@ class Executed:
 
 def check_executable(ir: QueryIR, plan: Plan) -> None:
     """Refuse, before any charge, what the executor cannot run (names the alternative)."""
-    if len(ir.group_by) > 1:
-        raise UnsupportedRequest(
-            "a release groups by at most one column",
-            [g.column for g in ir.group_by],
-            "combine the columns into one key column at registration, or release one grouping at a time",
-        )
     for agg in ir.aggregates:
         STATISTICS[agg.kind].check_executable(ir, agg, plan)
     if plan.public_n is not None and (
@@ -107,12 +105,15 @@ def execute(
     engine's ``CollectLimitExceeded`` after reading, which the Session charges. ``on_stage(i)`` hears
     stage i start (a progress bar): 0 the scan of the bounded rows, i >= 1 the i-th aggregate.
     """
-    group = ir.group_by[0] if ir.group_by else None
-    group_column = None if group is None else group.column
-    public_keys = None if group is None else group.keys
-    if group is None and ir.aggregates[0].kind is AggregateKind.HISTOGRAM:  # released alone: keys as rows
+    group_column, public_keys = _grouping(ir)
+    if group_column is None and ir.aggregates[0].kind is AggregateKind.HISTOGRAM:  # released alone: keys as rows
         group_column, public_keys = ir.aggregates[0].columns[0], ir.aggregates[0].keys
-    keys = None if public_keys is None else [engine_key(k) for k in public_keys]
+    several = isinstance(group_column, tuple)
+
+    def to_engine(key: Any) -> Any:
+        return tuple(engine_key(v) for v in key) if several else engine_key(key)
+
+    keys = None if public_keys is None else [to_engine(k) for k in public_keys]
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
     runner = _Runner(
         engine,
@@ -134,6 +135,9 @@ def execute(
     selection = next((s for s in plan.steps if s.part is StepPart.KEYS), None)
     if selection is not None:
         selected, loss = runner.select_keys(selection)
+        listed = _listed_parts(ir, engine_key)
+        if listed:  # columns with public keys: their unlisted values are dropped (post-processing of the selection)
+            selected = [k for k in selected if all(k[j] in values for j, values in listed.items())]
         runner.keys = released_keys = selected
         realised.append(loss)
         if not selected:  # no key kept: every statistic is an empty column (post-processing of the selection)
@@ -151,6 +155,25 @@ def execute(
         outputs.extend(produced)
         realised.extend(losses)
     return Executed(group_column, released_keys, outputs, realised)
+
+
+def _grouping(ir: QueryIR) -> tuple[GroupColumns | None, tuple[Any, ...] | None]:
+    """The engine's grouping (a column, or a tuple of several) and its public keys (``None``: selected)."""
+    columns = ir.group_columns
+    if not columns:
+        return None, None
+    return (columns[0] if len(columns) == 1 else columns), ir.group_keys
+
+
+def _listed_parts(ir: QueryIR, engine_key: Callable[[Any], Any]) -> dict[int, set[Any]]:
+    """Position -> engine values of each group column that has public keys, in a grouping by several columns.
+
+    Some other column has none (else the keys are public and nothing is selected), so the combinations
+    are selected privately; a combination with an unlisted value of a listed column is then dropped.
+    """
+    if len(ir.group_by) < 2:
+        return {}
+    return {j: {engine_key(v) for v in g.keys} for j, g in enumerate(ir.group_by) if g.keys is not None}
 
 
 def _predicate(column: str, op: str, value: Any, engine_key: Callable[[Any], Any]) -> Predicate:
@@ -171,7 +194,7 @@ class _Runner(DataDependentSteps):
         unit: str,
         salt: bytes,
         where: Sequence[Predicate],
-        group_column: str | None,
+        group_column: GroupColumns | None,
         keys: list[Any] | None,
         max_groups: int | None,
         plan: Plan,
@@ -182,7 +205,7 @@ class _Runner(DataDependentSteps):
     ) -> None:
         self.engine, self.table, self.unit, self.salt, self.where = engine, table, unit, salt, where
         self.group_column, self.keys, self.max_groups, self.plan = group_column, keys, max_groups, plan
-        self.views: dict[tuple[int, str | None], BoundedView] = {}
+        self.views: dict[tuple[int, GroupColumns | None], BoundedView] = {}
         self.fetched_rows: dict[int, list[GroupRow]] = {}
         self.constant_work = constant_work
         self.max_collect_rows = max_collect_rows
@@ -210,7 +233,7 @@ class _Runner(DataDependentSteps):
         """Group aggregates on the step's bounded view (a clip released by an earlier step of the statistic)."""
         return self._groups(self.view(self.step_rows(step)), aggregates)
 
-    def view(self, rows: int, group_column: str | None = None) -> BoundedView:
+    def view(self, rows: int, group_column: GroupColumns | None = None) -> BoundedView:
         group_column = group_column or self.group_column
         capped = group_column if (group_column is not None and self.max_groups is not None) else None
         key = (rows, capped)

@@ -91,7 +91,7 @@ class Forecast:
 
 def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[ExpectedError]:
     """The expected error of each asked statistic (``names``: (analyst's name, label) pairs, in order)."""
-    dimension = _dimension(ir)
+    dimension = ir.public_groups
     by_label = {agg.name: agg for agg in ir.aggregates}
     out: list[ExpectedError] = []
     for name, label in names:
@@ -158,21 +158,6 @@ def _private_n_mean(
         else "the bounds are a single point: the mean is exact"
     )
     return ExpectedError(name, "mean", None, CONFIDENCE, how, below)
-
-
-def _dimension(ir: QueryIR) -> int | None:
-    """The number of values one additive step releases: the public keys, 1 ungrouped, None if selected.
-
-    A grouping without public keys releases the keys its partition selection keeps, a number known
-    only after the data is read; the noise's grid (and a Gaussian's calibration) depends on it.
-    """
-    if ir.group_by:
-        keys = ir.group_by[0].keys
-        return None if keys is None else max(1, len(keys))
-    histogram = next((a for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM), None)
-    if histogram is not None:
-        return None if histogram.keys is None else max(1, len(histogram.keys))
-    return 1
 
 
 def epsilon_for(

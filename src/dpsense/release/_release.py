@@ -27,18 +27,22 @@ NOISE_SUFFIX = "_noise_dominated"
 
 def release_value(executed: Executed) -> dict[str, Any]:
     """The JSON value the ledger stores: one row per group, noisy values and public error bounds."""
-    columns: list[str] = []
-    if executed.group_column is not None:
-        columns.append(executed.group_column)
+    group = executed.group_column
+    groups = [] if group is None else [group] if isinstance(group, str) else list(group)
+    columns: list[str] = list(groups)
     for out in executed.outputs:
         columns.extend([out.name, out.name + ERROR_SUFFIX])
     n_rows = len(executed.outputs[0].values) if executed.outputs else 0
     rows: list[list[Any]] = []
     for i in range(n_rows):
         row: list[Any] = []
-        if executed.group_column is not None:
+        if groups:
             keys = executed.keys or []
-            row.append(_json_key(keys[i]) if i < len(keys) else None)
+            key = keys[i] if i < len(keys) else None
+            if len(groups) == 1:
+                row.append(_json_key(key))
+            else:  # several columns: the key is a tuple of their values, one column each
+                row.extend(_json_key(v) for v in (key if isinstance(key, tuple) else (None,) * len(groups)))
         for out in executed.outputs:
             row.extend([_json_number(out.values[i]), _json_number(out.error[i])])
         rows.append(row)
@@ -77,7 +81,8 @@ class Release:
     record: StoredRelease
     cached: bool
     charged: PrivacyLoss | None
-    #: (the analyst's output name, the stored label) in the order asked (``query._meaning``); empty: as stored.
+    #: (the analyst's output name, the stored label) in the order asked (``query._meaning``), after the
+    #: group columns of a grouping by several columns as (column, column) in the order asked; empty: as stored.
     names: tuple[tuple[str, str], ...] = ()
 
     def _shown(self) -> list[tuple[str, int]]:

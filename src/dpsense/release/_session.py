@@ -453,7 +453,9 @@ class Session:
         self._checked_plan(dataset, asked, epsilon=epsilon, delta=delta)
         ir, labels = by_meaning(asked, dataset.schema)
         result, collect_rows = self._checked_plan(dataset, ir, epsilon=epsilon, delta=delta)
-        names = tuple((name, labels[name]) for name in query.output_names())
+        # group columns first, in the order asked (the IR sorts them), then the outputs under their names
+        grouping = query.grouping_columns() if len(ir.group_by) > 1 else ()
+        names = (*((c, c) for c in grouping), *((name, labels[name]) for name in query.output_names()))
         return dataset, ir, result, collect_rows, names
 
     def _checked_plan(

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError, UsageError
 from dpsense.core.privacy_loss import PrivacyLoss
-from dpsense.engine import GroupRow
+from dpsense.engine import GroupColumns, GroupRow
 from dpsense.query._aggregates import Aggregate, AggregateKind
 from dpsense.query._ir import AggregateIR, QueryIR
 from dpsense.query._mechanisms import Family, Mechanism, mechanism_named
@@ -51,7 +51,7 @@ class Runner(Protocol):
     """
 
     plan: Plan
-    group_column: str | None
+    group_column: GroupColumns | None
 
     def fetched(self, agg: AggregateIR, steps: list[PlanStep]) -> list[GroupRow]:
         """The group aggregates ``additive_specs`` asked for, one row per public group."""

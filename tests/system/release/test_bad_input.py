@@ -59,11 +59,17 @@ BAD_QUERIES: dict[str, tuple[Callable[[dp.Dataset], dp.Query], dict[str, object]
         "delta > 0",
     ),
     "public n": (lambda d: d.query().agg(n=dp.count()), {"public_n": 100}, UsageError, "public_n"),
-    "two groupings": (
-        lambda d: d.query().group_by("region").group_by("age", keys=[20, 21]).agg(n=dp.count()),
+    "a key set of the wrong shape": (
+        lambda d: d.query().group_by("region", "age", keys=[("north",)]).agg(n=dp.count()),
         {},
         UsageError,
-        "one column",
+        "in the order ['region', 'age']",
+    ),
+    "too many combinations": (
+        lambda d: d.query().group_by("age", keys=range(300_000)).group_by("region").agg(n=dp.count()),
+        {},
+        UsageError,
+        "group by fewer columns",
     ),
 }
 

@@ -41,6 +41,15 @@ ACCEPTED: list[dict[str, Any]] = [
         },
     },
     {"public_n": 100, "snapshot": "v1", "aggregates": {"s": {"kind": "sum", "column": "hours"}}},
+    {"group_by": {"columns": ["region", "diagnosis"]}, "aggregates": {"n": {"kind": "count"}}},
+    {
+        "group_by": {"columns": ["region", "diagnosis"], "keys": [["north", "flu"], ["south", "cold"]]},
+        "aggregates": {"n": {"kind": "count"}},
+    },
+    {
+        "group_by": [{"column": "region", "keys": ["north"]}, {"column": "diagnosis"}],
+        "aggregates": {"n": {"kind": "count"}},
+    },
 ]
 REFUSED: list[dict[str, Any]] = [
     {"aggregates": {}},
@@ -58,6 +67,12 @@ REFUSED: list[dict[str, Any]] = [
     {"aggregates": {"n": {"kind": "count"}}, "epsilon": True},
     {"aggregates": {"n": {"kind": "histogram", "column": "c", "keys": list(range(spec.MAX_KEYS + 1))}}},
     {"aggregates": {f"a{i}": {"kind": "count"} for i in range(spec.MAX_STEPS + 1)}},
+    {"aggregates": {"n": {"kind": "count"}}, "group_by": {"column": "region", "columns": ["a", "b"]}},
+    {"aggregates": {"n": {"kind": "count"}}, "group_by": {}},
+    {"aggregates": {"n": {"kind": "count"}}, "group_by": {"columns": ["region"]}},
+    {"aggregates": {"n": {"kind": "count"}}, "group_by": {"columns": ["a", "b"], "keys": ["north"]}},
+    {"aggregates": {"n": {"kind": "count"}}, "group_by": {"column": "a", "keys": [["north"]]}},
+    {"aggregates": {"n": {"kind": "count"}}, "group_by": {"columns": ["a", "b"], "keys": [["north"]]}},
 ]
 
 

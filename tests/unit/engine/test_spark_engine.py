@@ -301,3 +301,45 @@ def test_a_session_registers_a_spark_dataframe_and_a_table_name(spark: Any, tmp_
             assert later.release(query, epsilon=1).cached
     finally:
         spark.catalog.dropTempView("dpsense_session_people")
+
+
+def test_a_session_on_spark_groups_by_two_columns(spark: Any, tmp_path: Any) -> None:
+    """Issue 17 item 3 on Spark: a cross product of declared keys and a median per value pair."""
+    import dpsense as dp
+    from tests.system.release.support import policy
+
+    rows = pd.DataFrame(
+        {
+            "person": np.repeat(np.arange(200), 2),
+            "region": np.array(["north", "south"])[np.repeat(np.arange(200), 2) % 2],
+            "shift": np.tile([1, 2], 200),
+            "hours": np.tile([3.0, 9.0], 200),
+        }
+    )
+    frame = spark.createDataFrame(pa.Table.from_pandas(rows, preserve_index=False))
+    with (
+        SparkEngine(spark, collect_limit=10_000) as engine,
+        dp.Session.open(
+            f"sqlite:///{tmp_path / 'ledger.db'}", analyst="steward", role="steward", engine=engine
+        ) as session,
+    ):
+        visits = session.register_dataset(
+            "visits",
+            source=frame,
+            privacy_unit="person",
+            bounds={"hours": (0, 24)},
+            keys={"region": ["north", "south"], "shift": [1, 2]},
+            max_rows_per_unit=2,
+            max_groups_per_unit={"region": 1, "shift": 2},
+            budget=dp.Budget(epsilon=4),
+            policy=policy(population=1000),
+        )
+        query = visits.query().group_by("region", "shift").agg(n=dp.count(), m=dp.median("hours"))
+        table = session.release(query, epsilon=2).table
+    assert [(r, s) for r, s in zip(table["region"], table["shift"], strict=True)] == [
+        ("north", 1),
+        ("north", 2),
+        ("south", 1),
+        ("south", 2),
+    ]
+    assert all(abs(n - 100) < 40 for n in table["n"])  # 100 rows per pair; Laplace scale 2 / 1 = 2
