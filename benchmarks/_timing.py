@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from collections.abc import Callable
@@ -39,6 +40,13 @@ def label(rows: int) -> str:
 def peak_rss_mib() -> float:
     """This process's peak resident memory so far."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def current_rss_mib() -> float:
+    """This process's resident memory now (Linux: /proc/self/statm)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def best_of(repeats: int, *runs: Callable[[], object]) -> list[float]:

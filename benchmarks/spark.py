@@ -58,6 +58,7 @@ import dpsense as dp
 from _timing import TimedEngine, label, peak_rss_mib
 from dpsense.engine import SparkEngine, clipped_sum, count_rows, predicate
 from dpsense.noise.entropy import random_bytes
+from release import register as register_events
 
 TARGET_ROWS = (10**7, 10**8)
 TARGET_RATIO = 3.0
@@ -65,19 +66,6 @@ GROUPS = 1000
 MAX_ROWS_PER_UNIT = 5
 GRID_EXPONENT = -34  # the executor's grid for bounds [0, 100]: 2**(6 - 40)
 WINDOWED_UP_TO = 10**7
-POLICY = {
-    "protected": "a person and all their events",
-    "population": 1_000_000,
-    "planned_releases": 1000,
-    "release_window": "2026-12-01/2027-11-30",
-    "delta_rationale": "δ = 1e-8, well below 1/(10 x population)",
-    "per_release_epsilon": 10,
-    "attacker_knowledge": "all but one person's rows",
-    "minimum_useful_accuracy": "counts within ±100",
-    "approved_by": "benchmark steward",
-    "approved_on": "2026-11-29",
-    "next_review": "2027-05-29",
-}
 
 
 def start_spark(driver_memory: str, partitions: int) -> SparkSession:
@@ -157,16 +145,7 @@ def measure(spark: SparkSession, rows: int, units: int, repeats: int, partitions
         )
         try:
             start = time.perf_counter()
-            dataset = session.register_dataset(
-                "events",
-                source=events,
-                privacy_unit="unit",
-                bounds={"x": (0, 100)},
-                keys={"g": list(range(GROUPS))},
-                max_rows_per_unit=MAX_ROWS_PER_UNIT,
-                budget=dp.Budget(epsilon=10**6, delta=1e-8),
-                policy=dp.PrivacyPolicy(**POLICY),  # type: ignore[arg-type]
-            )
+            dataset = register_events(session, events)  # the declarations of benchmarks/release.py
             if engine.inner._tables[dataset.table].index_unit != "unit":  # until the Session indexes itself
                 engine.inner.index_units(dataset.table, unit_column="unit", key=random_bytes(32))
             register = time.perf_counter() - start

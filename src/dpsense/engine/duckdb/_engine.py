@@ -19,7 +19,10 @@ a temporary table (the windowed bounding is too costly to repeat per read).
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -51,7 +54,7 @@ from dpsense.engine._types import (
     Predicate,
     TableInfo,
 )
-from dpsense.engine.duckdb._steward import SRC_PREFIX, DuckDBStewardSteps, SumKey, sum_key
+from dpsense.engine.duckdb._steward import SRC_PREFIX, DuckDBStewardSteps, SumKey, sql_text, sum_key
 from dpsense.engine.sql import _index_query, _portable_query, _query
 
 __all__ = ["MIN_SALT_BYTES", "DuckDBEngine", "SharedTable"]
@@ -126,6 +129,14 @@ class DuckDBEngine(DuckDBStewardSteps):
             temporary tables of the connection, so that engines on other connections (cursors) to the
             same database can ``adopt`` them (``export``): one copy of a snapshot serves them all.
             Bounded views stay temporary tables of the connection that made them either way.
+        memory_limit: the most memory DuckDB may use, as DuckDB spells it (``"512MB"``, ``"2GB"``);
+            beyond it sorts, joins and aggregates spill to disk. Default: the environment variable
+            ``DPSENSE_DUCKDB_MEMORY_LIMIT`` if set, else DuckDB's own default (80 % of the machine's
+            memory). Only for a connection the engine opens.
+
+    An engine that opens its connection points DuckDB's spill files (``temp_directory``) at a new
+    private directory (mode 0700) that ``close`` removes: spilled rows are private data, and DuckDB's
+    default for an in-memory database is ``.tmp`` in the working directory.
 
     """
 
@@ -136,13 +147,24 @@ class DuckDBEngine(DuckDBStewardSteps):
         connection: duckdb.DuckDBPyConnection | None = None,
         portable: bool = False,
         shared: bool = False,
+        memory_limit: str | None = None,
     ) -> None:
         self.portable = portable
         self.shared = shared
         self._owns_connection = connection is None
+        self._spill: Path | None = None
+        if connection is not None and memory_limit is not None:
+            raise UsageError(
+                "memory_limit applies to a connection the engine opens", memory_limit, "SET memory_limit on yours"
+            )
+        limit = _memory_limit(memory_limit) if connection is None else None
         self._con = duckdb.connect(database) if connection is None else connection
         if connection is None:  # DuckDB's own progress bar would write into a CLI's stdout (a --json document)
             self._con.execute("SET enable_progress_bar = false")
+            self._spill = Path(tempfile.mkdtemp(prefix="dpsense-spill-"))  # 0700: mkdtemp's mode
+            self._con.execute(f"SET temp_directory = {sql_text(self._spill)}")
+            if limit is not None:
+                self._con.execute(f"SET memory_limit = {sql_text(limit)}")
         self._tables: dict[str, tuple[str, TableInfo]] = {}  # public name -> (SQL relation, schema)
         self._copies: set[str] = set()  # source copies this engine created
         self._temporaries: dict[str, str] = {}  # bounded views kept as temporary tables -> the relation read
@@ -180,6 +202,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._indexes.clear()
         if self._owns_connection:
             self._con.close()
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
         self._closed = True
 
     @property
@@ -720,3 +744,25 @@ def _merged(params: dict[str, object], view_params: dict[str, object]) -> dict[s
     if clash:
         raise InternalError(f"parameter names clash between a statement and its view: {sorted(clash)}")
     return {**params, **view_params}
+
+
+#: DuckDB's spelling of a memory size: a number and a unit (``512MB``, ``1.5GiB``).
+_MEMORY = re.compile(r"^\d{1,9}(\.\d{1,3})?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
+#: The environment variable a default ``memory_limit`` comes from.
+MEMORY_LIMIT_ENV = "DPSENSE_DUCKDB_MEMORY_LIMIT"
+
+
+def _memory_limit(given: str | None) -> str | None:
+    """The checked memory limit: the argument, else the environment's, else ``None`` (DuckDB's default)."""
+    value, where = (
+        (given, "memory_limit") if given is not None else (os.environ.get(MEMORY_LIMIT_ENV), MEMORY_LIMIT_ENV)
+    )
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _MEMORY.match(value.strip()):
+        raise UsageError(
+            f"{where} is a memory size: a number and a unit",
+            value if isinstance(value, str) else type(value).__name__,
+            f"set {where} to e.g. 512MB or 2GB",
+        )
+    return value.strip()

@@ -224,7 +224,7 @@ class DuckDBStewardSteps(ABC):
             raise InternalError("a snapshot file is written once, to a new path")
         alias = _query.quote(f"{FILE_PREFIX}{next(self._counter)}")
         try:
-            self._con.execute(f"ATTACH {_sql_text(path)} AS {alias}")
+            self._con.execute(f"ATTACH {sql_text(path)} AS {alias}")
         except duckdb.Error:
             raise OSError("the snapshot file could not be created") from None
         try:
@@ -251,7 +251,7 @@ class DuckDBStewardSteps(ABC):
         alias = f"{FILE_PREFIX}{next(self._counter)}"
         relation = f"{_query.quote(alias)}.{SNAPSHOT_TABLE}"
         try:
-            self._con.execute(f"ATTACH {_sql_text(path)} AS {_query.quote(alias)} (READ_ONLY)")
+            self._con.execute(f"ATTACH {sql_text(path)} AS {_query.quote(alias)} (READ_ONLY)")
         except duckdb.Error:
             raise InvalidData("the snapshot file could not be opened", str(path), "register again") from None
         _, stored = _stored_units(info, sums, {})
@@ -290,9 +290,9 @@ class DuckDBStewardSteps(ABC):
             )
 
 
-def _sql_text(path: Path) -> str:
-    """``path`` as a SQL string literal (ATTACH takes no parameter)."""
-    return "'" + str(path).replace("'", "''") + "'"
+def sql_text(value: Path | str) -> str:
+    """``value`` (a path, a setting) as a SQL string literal (ATTACH and SET take no parameter)."""
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _stored_units(

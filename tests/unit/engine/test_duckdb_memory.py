@@ -1,0 +1,61 @@
+"""DuckDB's memory: a limit from the caller or the environment, spills into a private directory removed on close."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpsense.core.errors import UsageError
+from dpsense.engine import DuckDBEngine, count_rows
+from dpsense.engine.duckdb._engine import MEMORY_LIMIT_ENV
+from dpsense.noise.entropy import random_bytes
+
+
+def _setting(engine: DuckDBEngine, name: str) -> str:
+    (value,) = engine._con.execute(f"SELECT current_setting('{name}')").fetchone()  # type: ignore[misc]
+    return str(value)
+
+
+def test_the_spill_directory_is_private_and_removed_on_close() -> None:
+    engine = DuckDBEngine()
+    spill = Path(_setting(engine, "temp_directory"))
+    assert spill.is_dir() and stat.S_IMODE(spill.stat().st_mode) == 0o700
+    assert spill.resolve() != (Path.cwd() / ".tmp").resolve()
+    engine.close()
+    assert not spill.exists()
+
+
+def test_a_limit_from_the_argument_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    with DuckDBEngine(memory_limit="64MB") as engine:
+        assert _setting(engine, "memory_limit") in ("61.0 MiB", "64.0 MB", "61.0MiB", "64.0MB")
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "1GiB")
+    with DuckDBEngine() as engine:
+        assert _setting(engine, "memory_limit") in ("1.0 GiB", "1.0GiB", "1024.0 MiB")
+
+
+@pytest.mark.parametrize("value", ["lots", "64", "-1GB", "1e9MB", "64MB; SELECT 1"])
+def test_a_malformed_limit_names_where_it_came_from(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    with pytest.raises(UsageError, match="memory_limit is a memory size"):
+        DuckDBEngine(memory_limit=value)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, value)
+    with pytest.raises(UsageError, match=MEMORY_LIMIT_ENV):
+        DuckDBEngine()
+
+
+def test_an_index_and_a_bound_larger_than_the_limit_spill_and_agree_with_an_unlimited_engine() -> None:
+    rng = np.random.default_rng(3)  # the test's own data
+    n = 1_500_000
+    frame = pd.DataFrame({"unit": rng.integers(0, 200_000, n), "g": rng.integers(0, 50, n), "x": rng.random(n)})
+    counts = []
+    for limit in ("40MB", None):
+        with DuckDBEngine(memory_limit=limit) as engine:
+            engine.register("t", frame)
+            engine.index_units("t", unit_column="unit", key=random_bytes(32))
+            view = engine.bounded_rows("t", unit_column="unit", max_rows_per_unit=3, salt=random_bytes(32))
+            rows = engine.group_aggregates(view, group_column="g", keys=None, aggregates=[count_rows()])
+            counts.append(sum(r.counts["count_rows"] for r in rows))
+    assert counts[0] == counts[1] == int(np.minimum(np.bincount(frame["unit"]), 3).sum())
