@@ -56,12 +56,18 @@ class ColumnProfile:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON; bounds as exact ``"n/d"`` strings, keys as given (strings or integers).
 
-        ``typical`` only when declared, so the profiles stored before it existed read the same.
+        ``typical`` only when declared, so the profiles stored before it existed read the same. The
+        column is immutable, so its keys are rendered once (a release renders its profile twice, and a
+        column may declare thousands of keys); each call returns its own lists.
         """
+        keys: list[Any] | None = self.__dict__.get("_keys_json")
+        if keys is None and self.keys is not None:
+            keys = [_plain(k) for k in self.keys]
+            object.__setattr__(self, "_keys_json", keys)
         return {
             "kind": self.kind.value,
             "bounds": None if self.bounds is None else [_q(b) for b in self.bounds],
-            "keys": None if self.keys is None else [_plain(k) for k in self.keys],
+            "keys": None if keys is None else list(keys),
             "policy": self.policy,
             **({} if self.typical is None else {"typical": [_q(b) for b in self.typical]}),
         }

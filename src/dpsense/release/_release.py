@@ -33,19 +33,19 @@ def release_value(executed: Executed) -> dict[str, Any]:
     for out in executed.outputs:
         columns.extend([out.name, out.name + ERROR_SUFFIX])
     n_rows = len(executed.outputs[0].values) if executed.outputs else 0
-    rows: list[list[Any]] = []
-    for i in range(n_rows):
-        row: list[Any] = []
-        if groups:
-            keys = executed.keys or []
-            key = keys[i] if i < len(keys) else None
-            if len(groups) == 1:
-                row.append(_json_key(key))
-            else:  # several columns: the key is a tuple of their values, one column each
-                row.extend(_json_key(v) for v in (key if isinstance(key, tuple) else (None,) * len(groups)))
-        for out in executed.outputs:
-            row.extend([_json_number(out.values[i]), _json_number(out.error[i])])
-        rows.append(row)
+    columns_data: list[list[Any]] = []  # column-wise, then zipped into rows (one pass per column)
+    if groups:
+        keys = list(executed.keys or [])[:n_rows]
+        keys += [None] * (n_rows - len(keys))
+        if len(groups) == 1:
+            columns_data.append([_json_key(k) for k in keys])
+        else:  # several columns: the key is a tuple of their values, one column each
+            for j in range(len(groups)):
+                columns_data.append([_json_key(k[j]) if isinstance(k, tuple) else None for k in keys])
+    for out in executed.outputs:
+        columns_data.append([_json_number(v) for v in out.values])
+        columns_data.append([_json_number(e) for e in out.error])
+    rows: list[list[Any]] = [list(row) for row in zip(*columns_data, strict=True)] if columns_data else []
     notes = {
         out.name: {"accuracy": out.accuracy_note, "post_processing": out.post_processing} for out in executed.outputs
     }

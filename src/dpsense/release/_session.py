@@ -123,6 +123,7 @@ class Session:
         self._store = SnapshotStore(Path(store)) if isinstance(store, str | os.PathLike) else store
         self._datasets: dict[str, Dataset] = {}
         self._fingerprints: dict[tuple[str, str], str] = {}
+        self._declared: dict[tuple[str, str], str] = {}  # (dataset, snapshot) -> digest of its declarations
         self._reserved_budgets: tuple[BudgetStatus, ...] = ()
         if role == "steward":
             ledger.add_analyst(analyst)
@@ -672,12 +673,19 @@ class Session:
             self._fingerprints[key] = self._ledger.profile(dataset.name, dataset.snapshot).fingerprint
         return self._fingerprints[key]
 
+    def _declarations(self, dataset: Dataset) -> str:
+        """The digest of the snapshot's declarations in the cache key (a registered profile is immutable: once)."""
+        key = (dataset.name, dataset.snapshot)
+        if key not in self._declared:
+            declared = dataset.profile.to_json()
+            declared.pop("source", None)  # where the data was read is not what it is
+            self._declared[key] = hashlib.sha256(json.dumps(declared, sort_keys=True).encode("utf-8")).hexdigest()
+        return self._declared[key]
+
     def _cache_key(self, dataset: Dataset, the_plan: Plan) -> str:
-        declared = dataset.profile.to_json()
-        declared.pop("source", None)  # where the data was read is not what it is
         doc = {
             "snapshot": self._fingerprint(dataset),
-            "declarations": hashlib.sha256(json.dumps(declared, sort_keys=True).encode("utf-8")).hexdigest(),
+            "declarations": self._declarations(dataset),
             "plan": the_plan.canonical(),
             "mechanism_version": MECHANISM_VERSION,
             "test_noise": is_test_source_active(),
