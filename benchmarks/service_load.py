@@ -31,7 +31,7 @@ still exits 0.
 Bounded in count and time: the clients stop at the deadline, the server is stopped at the end, and
 every request goes to 127.0.0.1.
 
-    python benchmarks/service_load.py                       # 16 analysts x 4 in flight, 60 s, 2 processes
+    python benchmarks/service_load.py                       # 16 analysts x 4 in flight, 60 s, 2 x 3 workers
     python benchmarks/service_load.py --clients 8 --duration 10 --total-epsilon 6
     python benchmarks/service_load.py --in-flight 1 --processes 1   # one request at a time, one process
 """
@@ -108,7 +108,7 @@ def _args() -> argparse.Namespace:
         help="requests each analyst keeps in flight (one connection each; 1 = one request at a time)",
     )
     parser.add_argument("--processes", type=int, default=2, help="the service's processes")
-    parser.add_argument("--workers", type=int, default=4, help="the service's worker threads per process")
+    parser.add_argument("--workers", type=int, default=3, help="the service's worker threads per process")
     parser.add_argument("--min-latency", type=float, default=0.25, help="the service's release latency floor")
     parser.add_argument("--latency-quantum", type=float, default=0.25, help="the service's latency rounding")
     parser.add_argument("--analyst-epsilon", type=float, default=40.0, help="each analyst's sub-budget")
