@@ -2,10 +2,10 @@
 
 Both expose the same tiny seam: ``write()`` opens a transaction that serialises with every other
 writer on the rows it locks, ``read()`` a plain one, ``select()`` runs one read statement on its own
-(the hot reads of the service: a token, the current snapshot; one round trip instead of three). SQL is written once with ``?`` placeholders
-and a ``{lock}`` marker after row-locking SELECTs. No transaction spans user code: each is a few
-statements of ours, milliseconds long, and the audit append (which locks the one ``audit_head``
-row, the total order of the hash chain) comes at its end.
+(the hot reads of the service: a token, the current snapshot; one round trip instead of three).
+SQL is written once with ``?`` placeholders and a ``{lock}`` marker after row-locking SELECTs. No
+transaction spans user code: each is a few statements of ours, milliseconds long, and the audit
+append (which locks the one ``audit_head`` row, the total order of the hash chain) comes at its end.
 
 Liveness: how long a stopped or hung holder can block others (docs/ledger.md, "Liveness").
 
