@@ -92,16 +92,29 @@ def record_values(values: ArrayLike) -> NDArray[np.float64]:
     return as_record_values(array)
 
 
+def _sorted_clipped(values: ArrayLike, low: float, high: float) -> F64:
+    """The records clipped to [L, U] and sorted: sorted once for every candidate set of a release.
+
+    Each candidate set maps a record by a non-decreasing public map (``_cells_of``, ``_grid_of``), so
+    mapping the sorted records gives the sorted positions, the same array as sorting the mapped ones.
+    """
+    clipped = np.clip(record_values(values), low, high)
+    clipped.sort()
+    return clipped
+
+
 def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _Cells:
-    array = record_values(values)
-    clipped = np.clip(array, low, high)
+    return _cells_of(_sorted_clipped(values, low, high), low, high, resolution)
+
+
+def _cells_of(clipped: F64, low: float, high: float, resolution: int) -> _Cells:
+    """Sorted clipped records on the K equal cells of [L, U] (every step is non-decreasing: the cells stay sorted)."""
     if high == low:
-        cells = np.zeros(array.size, dtype=np.int64)
+        cells = np.zeros(clipped.size, dtype=np.int64)
     else:
         # Halving is exact and keeps (U - L) finite for any finite bounds.
         position = (clipped * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5)
         cells = np.clip(np.floor(position * resolution), 0, resolution - 1).astype(np.int64)
-    cells.sort()
     return _Cells(low, high, resolution, cells)
 
 
@@ -136,9 +149,8 @@ def integer_candidates(bounds: tuple[float, float]) -> tuple[int, int]:
 
 def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
     """Each record rounded to the nearest integer candidate (per record: a public map), cell = value - first."""
-    array = record_values(values)
+    array = np.sort(record_values(values))  # clip, rint and the shift are non-decreasing: the cells stay sorted
     cells = (np.rint(np.clip(array, first, last)) - first).astype(np.int64)
-    cells.sort()
     return _Cells(float(first), float(last), last - first + 1, cells)
 
 
@@ -190,20 +202,20 @@ def decimal_grids(bounds: tuple[float, float]) -> tuple[DecimalGrid, ...]:
     return tuple(grids)
 
 
-def _to_grid(values: ArrayLike, low: float, high: float, grid: DecimalGrid) -> _Cells:
-    """Records on the half-step lattice of a decimal grid, whose ranks count the records below and at each point.
+def _grid_of(clipped: F64, grid: DecimalGrid) -> _Cells:
+    """Sorted clipped records on the half-step lattice of a decimal grid (ranks: records below and at each point).
 
     A record equal to the double of k 10^e sits at 2(k - first) + 1 (a candidate); any other record
-    at the even position between the two points around it (a public map of each record alone).
+    at the even position between the two points around it (a public map of each record alone). The map
+    is non-decreasing (the nearest point is, and a record sits below, at or above its point), so sorted
+    records give sorted positions. 2 offset + 1 + sign(x - point) is that position: x - point rounds to 0
+    only when x == point, and keeps its sign.
     """
-    clipped = np.clip(record_values(values), low, high)
     scaled = clipped * 10.0 ** (-grid.exponent) if grid.exponent < 0 else clipped / 10.0**grid.exponent
     nearest = np.clip(np.rint(scaled), grid.first, grid.last)
     point = grid.values(nearest)
-    offset = nearest - grid.first
-    positions = np.where(clipped == point, 2 * offset + 1, np.where(clipped < point, 2 * offset, 2 * offset + 2))
+    positions = 2.0 * (nearest - grid.first) + 1.0 + np.sign(clipped - point)
     ordered = positions.astype(np.int64)
-    ordered.sort()
     return _Cells(float(grid.first), float(grid.last), 2 * grid.size + 1, ordered, stride=2, offset=1)
 
 
@@ -250,39 +262,48 @@ def _grid(n: int, den: int) -> int:
     return grid
 
 
-def _segments(cells: _Cells) -> tuple[I64, I64, I64, I64]:
-    """Gaps and occupied cells in cell order: (starts, lengths, records below, records up to and in).
+def _runs(sorted_cells: I64) -> tuple[I64, I64]:
+    """The runs of equal cells of a sorted array: (records below each run, records up to and in it)."""
+    n = sorted_cells.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(sorted_cells[1:] != sorted_cells[:-1]) + 1
+    below = np.empty(change.size + 1, dtype=np.int64)
+    through = np.empty(change.size + 1, dtype=np.int64)
+    below[0], below[1:] = 0, change
+    through[:-1], through[-1] = change, n
+    return below, through
+
+
+def _fill_segments(cells: _Cells, below: I64, through: I64, starts: I64, lengths: I64, a: I64, b: I64) -> None:
+    """Gaps and occupied cells in cell order, written into the four views of length 2 m + 1.
 
     Gap j holds the empty cells between occupied cells d_j and d_(j+1) (both ranks: the records below);
-    occupied cell d_j holds its t_j tied records (ranks a_j and a_j + t_j).
+    occupied cell d_j = the cell of run j holds its t_j tied records (ranks a_j and a_j + t_j). ``below`` and
+    ``through`` are the runs of ``_runs``.
     """
-    distinct, counts = np.unique(cells.sorted_cells, return_counts=True)
-    through = np.cumsum(counts, dtype=np.int64)
-    below = through - counts
-    gap_starts = np.concatenate(([0], distinct + 1)).astype(np.int64)
-    gap_ends = np.concatenate((distinct - 1, [cells.resolution - 1])).astype(np.int64)
-    gap_ranks = np.concatenate(([0], through)).astype(np.int64)
-    m = distinct.size
-    starts = np.empty(2 * m + 1, dtype=np.int64)
-    lengths = np.empty(2 * m + 1, dtype=np.int64)
-    low_rank = np.empty(2 * m + 1, dtype=np.int64)
-    high_rank = np.empty(2 * m + 1, dtype=np.int64)
-    starts[0::2], lengths[0::2] = gap_starts, gap_ends - gap_starts + 1
-    low_rank[0::2] = high_rank[0::2] = gap_ranks
+    distinct = cells.sorted_cells[below]
+    edges = np.empty(distinct.size + 2, dtype=np.int64)  # -1, d_0, ..., d_(m-1), K
+    edges[0], edges[1:-1], edges[-1] = -1, distinct, cells.resolution
+    np.add(edges[:-1], 1, out=starts[0::2])
+    np.subtract(edges[1:], edges[:-1], out=lengths[0::2])
+    lengths[0::2] -= 1
     starts[1::2], lengths[1::2] = distinct, 1
-    low_rank[1::2], high_rank[1::2] = below, through
+    a[0] = b[0] = 0
+    a[2::2] = b[2::2] = through
+    a[1::2], b[1::2] = below, through
     if cells.stride > 1:  # only positions p % stride == offset are candidates: count and align those
         ends = starts + lengths - 1
-        starts = starts + (cells.offset - starts) % cells.stride
-        lengths = np.where(ends >= starts, (ends - starts) // cells.stride + 1, 0).astype(np.int64)
-    return starts, lengths, low_rank, high_rank
+        starts += (cells.offset - starts) % cells.stride
+        lengths[:] = np.where(ends >= starts, (ends - starts) // cells.stride + 1, 0)
 
 
 def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
     """The exact rank table (docs/math/exponential-mechanism.md §8.1, "Exact exponents"); large values as ints.
 
     A segment with ranks [a, b] has utility -dist(q n, [a, b]): ``q n - b`` when b < q n (below),
-    ``a - q n`` when a > q n (above), else 0 (exact).
+    ``a - q n`` when a > q n (above), else 0 (exact). The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0):
+    the first term is >= 0 exactly below, the second exactly above, and both are <= 0 when exact.
     """
     if isinstance(candidates, _Cells):
         candidates = _Candidates.of(candidates)
@@ -294,22 +315,28 @@ def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fracti
     high = -((-target * grid) // den)  # ceil(q n D)
     split = -((-target) // den)  # ceil(q n): an integer rank v < split lies below q n
     floor = target // den  # floor(q n): an integer rank v > floor lies above q n
-    segments = [_segments(part) for part in candidates.parts]
-    starts, counts, a, b = (np.concatenate([seg[i] for seg in segments]) for i in range(4))
-    parts = np.concatenate([np.full(seg[0].size, j, dtype=np.int64) for j, seg in enumerate(segments)])
-    lengths = np.concatenate([seg[1] * w for seg, w in zip(segments, candidates.weights, strict=True)])
-    below = b < split
-    above = a > floor
-    sides = np.where(below, _BELOW, np.where(above, _ABOVE, _EXACT)).astype(np.int8)
-    exponents = np.where(below, low - b * grid, np.where(above, a * grid - high, 0)).astype(np.int64)
+    runs = [_runs(part.sorted_cells) for part in candidates.parts]
+    sizes = [2 * below.size + 1 for below, _ in runs]
+    total = sum(sizes)
+    starts, counts, a, b, mass = (np.empty(total, dtype=np.int64) for _ in range(5))
+    end = 0
+    for part, (below, through), size, weight in zip(candidates.parts, runs, sizes, candidates.weights, strict=True):
+        view = slice(end, end + size)
+        _fill_segments(part, below, through, starts[view], counts[view], a[view], b[view])
+        np.multiply(counts[view], weight, out=mass[view])
+        end += size
+    below_target = b < split
+    above_target = a > floor
+    exponents = np.maximum(low - b * grid, a * grid - high)
+    np.maximum(exponents, 0, out=exponents)
     scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
     return _RankTable(
-        lengths=lengths.astype(np.float64),
+        lengths=mass.astype(np.float64),
         starts=starts,
         counts=counts,
-        parts=parts,
+        parts=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
         exponents=exponents,
-        sides=sides,
+        sides=(_EXACT - 2 * below_target - above_target).astype(np.int8),
         rate=epsilon / (2 * grid),
         accept_below=scale * (target * grid - low * den),
         accept_above=scale * (high * den - target * grid),
@@ -377,12 +404,13 @@ def _prepared(
         return _Candidates.of(cells), lambda _, cell: (cell + first).astype(np.float64)
     low, high = check_bounds_pair(bounds)
     k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
-    cells = _to_cells(values, low, high, k)
+    clipped = _sorted_clipped(values, low, high)
+    cells = _cells_of(clipped, low, high, k)
     grids = point_grids((low, high), k) if points else ()
     if not grids:
         return _Candidates.of(cells), lambda _, cell: _cell_midpoints(cell, low, high, k)
-    parts = (cells, *(_to_grid(values, low, high, grid) for grid in grids))
-    weights = (_CELL_MEASURE, *(_grid_measure(grid, len(grids), k) for grid in grids))
+    parts = (cells, *(_grid_of(clipped, grid) for grid in grids))
+    weights = (_CELL_MEASURE, *_grid_measures(grids, k))
 
     def release(part: I64, position: I64) -> F64:
         out = _cell_midpoints(np.where(part == 0, position, 0), low, high, k)
@@ -392,6 +420,12 @@ def _prepared(
         return out
 
     return _Candidates(parts, weights), release
+
+
+@functools.lru_cache(maxsize=256)  # asked per group of a release: the same public grids each time
+def _grid_measures(grids: tuple[DecimalGrid, ...], resolution: int) -> tuple[int, ...]:
+    """The base measure of one point of each grid (``_grid_measure``): public facts of the bounds alone."""
+    return tuple(_grid_measure(grid, len(grids), resolution) for grid in grids)
 
 
 def _grid_measure(grid: DecimalGrid, count: int, resolution: int) -> int:
