@@ -11,6 +11,7 @@ independence from physical row order, hidden columns that never show, and an ind
 from __future__ import annotations
 
 from collections import Counter
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -396,3 +397,50 @@ def test_a_filtered_bound_on_an_indexed_table_draws_uniform_subsets_of_the_large
         engine.drop(view)
     assert set(kept) <= set(range(8))
     assert stats.chisquare([kept[i] for i in range(8)]).pvalue > P_THRESHOLD
+
+
+def _pooled_chi_square(per_unit: dict[int, Counter[tuple[int, ...]]], pairs: list[tuple[int, ...]]) -> float:
+    """p-value of the per-unit chi-square statistics of the pair counts, summed over units (independent)."""
+    statistic, df = 0.0, 0
+    for counts in per_unit.values():
+        total = sum(counts.values())
+        expected = total / len(pairs)
+        statistic += sum((counts[p] - expected) ** 2 / expected for p in pairs)
+        df += len(pairs) - 1
+    return float(stats.chi2.sf(statistic, df))
+
+
+def test_a_filtered_bound_on_an_indexed_table_draws_uniform_c_subsets_not_only_uniform_rows() -> None:
+    """Each large unit's kept pair is uniform over all C-subsets of its passing rows, across salts.
+
+    Per unit, not pooled: given the registration order, a rule that keeps C consecutive passing rows
+    of that order (a rotation) is uniform row by row, yet each unit then only ever keeps 8 of the 28
+    pairs. Power: the same test rejects that rule, simulated with one fixed order per unit.
+    """
+    engine = DuckDBEngine()
+    units, salts, c = 20, 120, 2
+    engine.register("t", sized_units({10: units}))
+    engine.index_units("t", unit_column="person", key=KEY)
+    where = [predicate("label", "<", 8)]
+    pairs = list(combinations(range(8), c))
+    per_unit: dict[int, Counter[tuple[int, ...]]] = {}
+    for _ in range(salts):
+        view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=c, salt=random_bytes(32), where=where)
+        got = engine.collect(view, columns=["person", "label"])
+        by_unit: dict[int, list[int]] = {}
+        for p, label in zip(got["person"].tolist(), got["label"].tolist(), strict=True):
+            by_unit.setdefault(p, []).append(label)
+        assert len(by_unit) == units and all(len(v) == c for v in by_unit.values())
+        for p, labels in by_unit.items():
+            per_unit.setdefault(p, Counter())[tuple(sorted(labels))] += 1
+        engine.drop(view)
+    assert _pooled_chi_square(per_unit, pairs) > P_THRESHOLD
+    rng = np.random.default_rng(5)  # the control's own draws
+    rotated: dict[int, Counter[tuple[int, ...]]] = {}
+    for unit in range(units):
+        order = rng.permutation(8)  # the unit's registration order, fixed across salts
+        for _ in range(salts):
+            start = int(rng.integers(8))
+            pair = tuple(sorted(int(order[(start + i) % 8]) for i in range(c)))
+            rotated.setdefault(unit, Counter())[pair] += 1
+    assert _pooled_chi_square(rotated, pairs) < P_THRESHOLD

@@ -75,11 +75,15 @@ class Context:
     grouped: bool
     filtered: bool
     columns: int = 1  # grouped by g alone, or by (g, w): groups are value pairs
+    #: the steward declares a groups-per-unit bound for g and w at registration: the engine then counts
+    #: each unit's groups once and windows only the units above the query's cap (``_indexed_view``)
+    declared_caps: bool = False
 
     @property
     def label(self) -> str:
         grouping = "ungrouped" if not self.grouped else "grouped" if self.columns == 1 else f"grouped{self.columns}"
-        return f"{self.adjacency}-{grouping}-{'where' if self.filtered else 'all'}"
+        declared = "-declared" if self.declared_caps else ""
+        return f"{self.adjacency}-{grouping}{declared}-{'where' if self.filtered else 'all'}"
 
     @property
     def group_columns(self) -> tuple[str, ...]:
@@ -483,6 +487,7 @@ def register(session: dp.Session, name: str, data: pd.DataFrame, ctx: Context, r
         kinds={"px": "point", "py": "point", "src": "edge", "dst": "edge"},
         policies={"v": "clamp", "px": "clamp", "py": "clamp"},
         max_rows_per_unit=rows_per_unit,
+        max_groups_per_unit={"g": 2, "w": 2} if ctx.declared_caps else None,
         budget=dp.Budget(epsilon=10**7, delta=Fraction(1, 10**6)),
         policy=policy(),
     )

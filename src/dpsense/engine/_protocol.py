@@ -100,8 +100,21 @@ class StewardEngine(Protocol):
         """
         ...
 
-    def index_units(self, table: str, *, unit_column: str, key: bytes, sums: Sequence[ClippedSum] = ()) -> None:
+    def index_units(
+        self,
+        table: str,
+        *,
+        unit_column: str,
+        key: bytes,
+        sums: Sequence[ClippedSum] = (),
+        group_columns: Sequence[str] = (),
+    ) -> None:
         """Index ``table`` on ``unit_column`` so that later ``bounded_rows`` on it need no window.
+
+        ``group_columns``: columns whose number of distinct values per unit (NULL counted as a value)
+        the engine may store per row, so that a ``bounded_rows`` capping groups on them keeps the units
+        that touch few enough groups with no window (the others are windowed as before); an engine may
+        ignore them (Spark and portable DuckDB do).
 
         ``sums``: clipped sums the engine may store per row as integer grid units (hidden columns), so
         that a ``group_aggregates`` of an equal ``ClippedSum`` (same column, bounds and grid) on an
@@ -257,10 +270,11 @@ class SnapshotFiles(Protocol):
     """An engine that keeps a prepared snapshot in a file and attaches it again without its source.
 
     ``save_snapshot`` writes the registered, policy-applied and indexed snapshot ``table`` (its hidden
-    index and stored grid-unit columns included) to a new file at ``path``, complete when the call
-    returns. ``load_snapshot`` registers that file read-only as ``name``, indexed on ``unit_column``
-    with the stored sums of ``sums``, after checking that its columns are exactly ``info``'s and the
-    index's (``InvalidData`` otherwise: the caller attaches from the source instead). Neither reads
+    index, stored grid-unit and group-count columns included) to a new file at ``path``, complete when
+    the call returns. ``load_snapshot`` registers that file read-only as ``name``, indexed on
+    ``unit_column`` with the stored sums of ``sums`` and the group counts of ``group_columns``, after
+    checking that its columns are exactly ``info``'s and the index's (``InvalidData`` otherwise: the
+    caller attaches from the source instead). Neither reads
     a row: what makes the file the registered snapshot is the caller's keyed checksum
     (``dpsense.release._store``). ``stores_snapshots`` is False where the engine cannot (e.g. a
     portable or shared DuckDB engine), and then neither method may be called.
@@ -276,7 +290,14 @@ class SnapshotFiles(Protocol):
         ...
 
     def load_snapshot(
-        self, name: str, path: Path, *, info: TableInfo, unit_column: str, sums: Sequence[ClippedSum] = ()
+        self,
+        name: str,
+        path: Path,
+        *,
+        info: TableInfo,
+        unit_column: str,
+        sums: Sequence[ClippedSum] = (),
+        group_columns: Sequence[str] = (),
     ) -> None:
         """Register the snapshot file at ``path`` as ``name``, read-only, indexed on ``unit_column``."""
         ...

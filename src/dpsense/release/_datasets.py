@@ -483,6 +483,7 @@ def load_stored(
         declarations=declarations_digest(dataset.profile.to_json()),
         unit_column=dataset.profile.unit,
         sums=declared_sums(dataset.profile),
+        group_columns=sorted(dataset.profile.max_groups_per_unit),
         full_check=full_check,
     )
 
@@ -496,10 +497,18 @@ def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
 
     The clipped sum of every column with declared bounds (the sum, mean and variance steps use it
     unless a query overrides the bounds) is offered to the index, so an engine may store its exact
-    grid units once instead of clipping and rounding every row in every release.
+    grid units once instead of clipping and rounding every row in every release; so are the columns
+    with a declared groups-per-unit bound, whose distinct values per unit an engine may count once, so
+    that a release capping groups on them windows only the units above the cap.
     """
     apply_policies(engine, table, profile)
-    engine.index_units(table, unit_column=profile.unit, key=random_bytes(32), sums=declared_sums(profile))
+    engine.index_units(
+        table,
+        unit_column=profile.unit,
+        key=random_bytes(32),
+        sums=declared_sums(profile),
+        group_columns=sorted(profile.max_groups_per_unit),
+    )
 
 
 def with_public_units(engine: StewardEngine, table: str, profile: Profile) -> Profile:

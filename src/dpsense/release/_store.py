@@ -136,6 +136,7 @@ class SnapshotStore:
         declarations: str,
         unit_column: str,
         sums: Sequence[ClippedSum],
+        group_columns: Sequence[str] = (),
         full_check: bool = False,
     ) -> bool:
         """Attach the stored snapshot as ``table``; False (nothing attached) when any check fails.
@@ -170,7 +171,9 @@ class SnapshotStore:
                     _write_manifest(manifest, {**body, "identity": identity}, key)
         info = TableInfo(table, tuple(ColumnInfo(str(n), str(t), str(k)) for n, t, k in body["columns"]))
         try:
-            engine.load_snapshot(table, path, info=info, unit_column=unit_column, sums=sums)
+            engine.load_snapshot(
+                table, path, info=info, unit_column=unit_column, sums=sums, group_columns=group_columns
+            )
         except DPSenseError:  # a file that does not hold the registered schema: use the source instead
             return False
         return True

@@ -9,11 +9,12 @@ access become ``InternalError`` without the original message.
 With ``portable=True`` the bounds and the unit index follow ``_portable`` (SQL in
 ``sql._portable_query``), the rules ``SparkEngine`` runs, so both engines keep the same rows.
 
-Bounded views come in two forms. On a table indexed with ``index_units`` and without filters or a
-group cap, a view is a *selection*: a projection of the indexed snapshot kept in this object's memory
-(its SQL and parameters, never in DuckDB's catalog) and inlined as a subquery wherever the view is
-read, because materialising 5 * 10^6 rows costs more than filtering 10^7 rows again. Otherwise it is
-a temporary table (the windowed bounding is too costly to repeat per read).
+Bounded views come in two forms. On a table indexed with ``index_units`` (and, with a group cap, with
+the capped columns' per-unit group counts stored), a view is a *selection*: a projection of the
+indexed snapshot kept in this object's memory (its SQL and parameters, never in DuckDB's catalog) and
+inlined as a subquery wherever the view is read, because materialising 5 * 10^6 rows costs more than
+filtering 10^7 rows again; only the units above a filter's C or a group cap are windowed inside it.
+Otherwise it is a temporary table (the windowed bounding is too costly to repeat per read).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class SharedTable:
     """A registered table of a ``shared`` engine, as another engine on the same database adopts it.
 
     Names and public facts only (the relation, the public schema, the unit the snapshot is indexed
-    on, the hidden columns of its stored sums): no data, no key, no count.
+    on, the hidden columns of its stored sums and group counts): no data, no key, no count.
     """
 
     relation: str
@@ -110,6 +111,7 @@ class SharedTable:
     unit_column: str | None
     stored_sums: Mapping[SumKey, str]
     portable: bool
+    group_counts: Mapping[str, str] = field(default_factory=dict)
 
 
 class DuckDBEngine(DuckDBStewardSteps):
@@ -171,6 +173,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._selections: dict[str, _Selection] = {}  # bounded views kept as queries, by view name
         self._indexes: dict[str, str] = {}  # public name -> the unit column its snapshot is indexed on
         self._stored_sums: dict[str, dict[SumKey, str]] = {}  # public name -> stored grid units, by sum
+        self._group_counts: dict[str, dict[str, str]] = {}  # public name -> stored distinct groups per unit, by column
         self._files: dict[str, str] = {}  # relation of an attached snapshot file -> its attachment
         self._checked_keys: set[tuple[object, ...]] = set()  # (key type, *(type, key)) of key lists that passed
         self._counter = itertools.count()
@@ -281,6 +284,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         found = self._tables.pop(table, None)
         self._indexes.pop(table, None)
         self._stored_sums.pop(table, None)
+        self._group_counts.pop(table, None)
         if found is not None:
             self._drop_copy(found[0])
 
@@ -299,7 +303,8 @@ class DuckDBEngine(DuckDBStewardSteps):
             )
         relation, info = self._table(table)
         stored = dict(self._stored_sums.get(table, {}))
-        return SharedTable(relation, info, self._indexes.get(table), stored, self.portable)
+        counts = dict(self._group_counts.get(table, {}))
+        return SharedTable(relation, info, self._indexes.get(table), stored, self.portable, counts)
 
     def adopt(self, name: str, table: SharedTable) -> TableInfo:
         """Register under ``name`` a table another engine on the same database exported (no copy is made).
@@ -322,6 +327,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         if table.unit_column is not None:
             self._indexes[name] = table.unit_column
             self._stored_sums[name] = dict(table.stored_sums)
+            self._group_counts[name] = dict(table.group_counts)
         return table.info
 
     def _materialize(self, source: object) -> str:
@@ -415,7 +421,10 @@ class DuckDBEngine(DuckDBStewardSteps):
         ``max_groups_per_unit``, the view is a selection with no window (``_indexed_view``): each
         unit keeps exactly min(C, n_u) rows, each with probability C / n_u, as a cyclic window of its
         secret registration order; the kept subsets are C consecutive positions of that order, not
-        a uniform draw among all C-subsets. Otherwise (``_query.bounded_rows_query``) each unit keeps a
+        a uniform draw among all C-subsets. With ``where``, the units with at most C rows keep every
+        passing row and the others a uniform C-subset of theirs; with ``max_groups_per_unit`` on
+        columns whose per-unit group counts the index stored, the units within the cap are bounded so
+        and only the others are windowed. Otherwise (``_query.bounded_rows_query``) each unit keeps a
         uniformly random C-subset through a window per release. Privacy does not depend on which of
         the two runs: each unit's choice depends on that unit's rows (and the secrets) only, so adding,
         removing or replacing one unit changes at most C rows of the view whatever the rule.
@@ -438,9 +447,13 @@ class DuckDBEngine(DuckDBStewardSteps):
         _checks.secret(salt, "salt")
         if self.portable:
             _portable.require_text_column(unit, "privacy unit")
-        indexed = self._indexes.get(table) == unit_column and max_groups_per_unit is None
+        counted = self._group_counts.get(table, {})
+        cap: tuple[list[str], int] | None = None
+        if max_groups_per_unit is not None and all(g.name in counted for g in groups):
+            cap = ([counted[g.name] for g in groups], max_groups_per_unit)
+        indexed = self._indexes.get(table) == unit_column and (max_groups_per_unit is None or cap is not None)
         if indexed and (not filters or not self.portable):
-            return self._indexed_view(table, relation, info, unit_column, max_rows, salt, group_column, filters)
+            return self._indexed_view(table, relation, info, unit_column, max_rows, salt, group_column, filters, cap)
         if self.portable:
             capped = groups if max_groups_per_unit is not None else ()
             sql, params = _portable_query.bounded_rows_query(
@@ -481,8 +494,16 @@ class DuckDBEngine(DuckDBStewardSteps):
         salt: bytes,
         group_column: GroupColumns | None,
         filters: Sequence[Predicate] = (),
+        cap: tuple[list[str], int] | None = None,
     ) -> BoundedView:
         """The fast paths of ``bounded_rows`` on an indexed table: a selection, kept as a query.
+
+        ``cap``: a group cap G on columns whose distinct values per unit the index stored (the hidden
+        count columns, ``index_units(group_columns=)``). The units whose counts multiply to at most G
+        (``_index_query.within_cap_condition``) touch at most G groups, so they take the fast path
+        below as they are; only the other units go through the windowed rule of
+        ``_query.bounded_rows_query`` (group selection, then rows), on their rows alone. Each unit's
+        rows are still chosen from that unit's rows (and its stored columns) alone.
 
         Without filters, no window and no aggregate: each unit u keeps the rows with
         ``(pos + r) mod n_u < C``, a cyclic window of C consecutive positions of its secret
@@ -496,11 +517,14 @@ class DuckDBEngine(DuckDBStewardSteps):
         """
         params: dict[str, object]
         stored = self._stored_sums.get(table, {})
+        kinds = {c.name: c.kind for c in info.columns}
+        columns = [*info.column_names, *stored.values()]
+        source = relation
+        if cap is not None:  # the units within the cap take the fast path; the others are windowed below
+            source = f"(SELECT * FROM {relation} WHERE {_index_query.within_cap_condition(cap[0])})"
         if filters:
-            kinds = {c.name: c.kind for c in info.columns}
-            columns = [*info.column_names, *stored.values()]
             sql, params = _index_query.filtered_query(
-                relation, columns, unit_column=unit_column, where=filters, kinds=kinds
+                source, columns, unit_column=unit_column, where=filters, kinds=kinds
             )
             params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))
             params["max_rows"] = max_rows
@@ -512,10 +536,29 @@ class DuckDBEngine(DuckDBStewardSteps):
             keys = _query.derived_keys(salt, "rotation", (_index_query.ROTATION_KEY,))
             params = {k: v >> (64 - _index_query.ROTATION_BITS) for k, v in keys.items()}
             params[_index_query.ROTATION_ROWS] = max_rows
-            sql = _index_query.rotation_query(relation, [*info.column_names, *stored.values()])
+            sql = _index_query.rotation_query(source, columns)
+        if cap is not None:
+            beyond = f"(SELECT * FROM {relation} WHERE NOT {_index_query.within_cap_condition(cap[0])})"
+            capped = group_column if isinstance(group_column, tuple) else (group_column,) if group_column else ()
+            windowed, more = _query.bounded_rows_query(
+                beyond,
+                columns,
+                unit_column=unit_column,
+                group_columns=list(capped),
+                max_groups_per_unit=cap[1],
+                where=filters,
+                kinds=kinds,
+            )
+            params.update(more)
+            params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))
+            params.update(_query.derived_keys(salt, "groups", _query.GROUP_KEYS))
+            params["max_rows"], params["max_groups"] = max_rows, cap[1]
+            cols = ", ".join(_query.quote(c) for c in columns)
+            sql = f"{sql}\nUNION ALL\nSELECT {cols} FROM ({windowed})"
         name = f"{_TMP_PREFIX}{next(self._counter)}"
         self._selections[name] = _Selection(relation, sql, params, dict(stored))
-        return BoundedView(name, table, info, unit_column, max_rows, group_column, None, tuple(filters))
+        groups_cap = None if cap is None else cap[1]
+        return BoundedView(name, table, info, unit_column, max_rows, group_column, groups_cap, tuple(filters))
 
     def group_aggregates(
         self,

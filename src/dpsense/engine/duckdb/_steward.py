@@ -51,6 +51,7 @@ class DuckDBStewardSteps(ABC):
     _copies: set[str]
     _indexes: dict[str, str]
     _stored_sums: dict[str, dict[SumKey, str]]
+    _group_counts: dict[str, dict[str, str]]
     _files: dict[str, str]
     _con: duckdb.DuckDBPyConnection
     _counter: itertools.count[int]
@@ -155,14 +156,26 @@ class DuckDBStewardSteps(ABC):
         self._tables[table] = (_query.quote(copy), info)
         self._indexes.pop(table, None)
         self._stored_sums.pop(table, None)
+        self._group_counts.pop(table, None)
         return info
 
-    def index_units(self, table: str, *, unit_column: str, key: bytes, sums: Sequence[ClippedSum] = ()) -> None:
+    def index_units(
+        self,
+        table: str,
+        *,
+        unit_column: str,
+        key: bytes,
+        sums: Sequence[ClippedSum] = (),
+        group_columns: Sequence[str] = (),
+    ) -> None:
         """Replace the snapshot of ``table`` by one indexed on ``unit_column`` (see ``Engine.index_units``).
 
         ``sums`` (not on the portable rules): each distinct clipped sum's grid units are stored as a
         hidden BIGINT column (``_query.stored_grid_units``), so that a release's clipped sum on the
         indexed path is an integer sum of that column, exactly equal to clipping and rounding again.
+        ``group_columns`` (not on the portable rules): each one's number of distinct values per unit
+        is stored as a hidden column (``_index_query.group_count_expr``), so that a group cap on those
+        columns keeps the units within it with no window (``bounded_rows``).
 
         One window pass over the table, then a sort by (unit, position): a one-time steward cost
         (about 4 s for 10^7 rows on 2 cores) that makes every later ``bounded_rows`` on this unit
@@ -178,6 +191,7 @@ class DuckDBStewardSteps(ABC):
         secret = _checks.secret(key, "index key")
         params: dict[str, object]
         stored: dict[SumKey, str] = {}  # the portable rules store no sums
+        counts: dict[str, str] = {}  # ... and no group counts
         if self.portable:
             _portable.require_text_column(unit, "privacy unit")
             sql = _portable_query.unit_index_query(relation, info.columns, unit=unit)
@@ -185,7 +199,10 @@ class DuckDBStewardSteps(ABC):
         else:
             params = dict(_query.derived_keys(secret, "index", _index_query.INDEX_KEYS))
             extra, stored = _stored_units(info, sums, params)
-            sql = _index_query.unit_index_query(relation, info.column_names, unit_column=unit_column, extra=extra)
+            counted, counts = _group_counts(info, unit_column, group_columns)
+            sql = _index_query.unit_index_query(
+                relation, info.column_names, unit_column=unit_column, extra=[*extra, *counted]
+            )
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
         self._copies.add(copy)
@@ -194,13 +211,14 @@ class DuckDBStewardSteps(ABC):
         described = self._describe(table, _query.quote(copy))
         public = TableInfo(table, described.columns[: len(info.columns)])
         hidden = described.column_names[len(info.columns) :]
-        if public != info or hidden != (*_index_query.HIDDEN_COLUMNS, *stored.values()):
+        if public != info or hidden != (*_index_query.HIDDEN_COLUMNS, *stored.values(), *counts.values()):
             self._drop_copy(_query.quote(copy))
             raise InternalError("indexing changed the table's schema")
         self._drop_copy(relation)
         self._tables[table] = (_query.quote(copy), info)
         self._indexes[table] = unit_column
         self._stored_sums[table] = stored
+        self._group_counts[table] = counts
 
     @property
     def stores_snapshots(self) -> bool:
@@ -235,13 +253,21 @@ class DuckDBStewardSteps(ABC):
             self._con.execute(f"DETACH DATABASE IF EXISTS {alias}")
 
     def load_snapshot(
-        self, name: str, path: Path, *, info: TableInfo, unit_column: str, sums: Sequence[ClippedSum] = ()
+        self,
+        name: str,
+        path: Path,
+        *,
+        info: TableInfo,
+        unit_column: str,
+        sums: Sequence[ClippedSum] = (),
+        group_columns: Sequence[str] = (),
     ) -> None:
         """Register the snapshot file at ``path`` read-only as ``name`` (``SnapshotFiles``); no row is read.
 
         The file's columns must be ``info``'s, then the index's hidden columns, then the stored grid
-        units of the distinct ``sums`` in order (what ``index_units`` made at registration from the
-        same declared sums); anything else is ``InvalidData`` and nothing stays attached.
+        units of the distinct ``sums`` in order, then the group counts of ``group_columns`` (what
+        ``index_units`` made at registration from the same declarations); anything else is
+        ``InvalidData`` and nothing stays attached.
         """
         self._check_open()
         self._require_files()
@@ -255,11 +281,12 @@ class DuckDBStewardSteps(ABC):
         except duckdb.Error:
             raise InvalidData("the snapshot file could not be opened", str(path), "register again") from None
         _, stored = _stored_units(info, sums, {})
+        _, counts = _group_counts(info, unit_column, group_columns)
         try:
             described = self._describe(name, relation)
         except duckdb.Error:
             described = TableInfo(name, ())
-        expected = (*info.column_names, *_index_query.HIDDEN_COLUMNS, *stored.values())
+        expected = (*info.column_names, *_index_query.HIDDEN_COLUMNS, *stored.values(), *counts.values())
         if TableInfo(name, described.columns[: len(info.columns)]) != info or described.column_names != expected:
             self._con.execute(f"DETACH {_query.quote(alias)}")
             raise InvalidData("the snapshot file does not hold the registered schema", str(path), "register again")
@@ -267,6 +294,7 @@ class DuckDBStewardSteps(ABC):
         self._tables[name] = (relation, info)
         self._indexes[name] = unit_column
         self._stored_sums[name] = stored
+        self._group_counts[name] = counts
 
     def _require_files(self) -> None:
         if not self.stores_snapshots:
@@ -315,3 +343,15 @@ def _stored_units(
         params.update(p)
         stored[sum_key(spec)] = name
     return extra, stored
+
+
+def _group_counts(info: TableInfo, unit_column: str, group_columns: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The ``<expr> AS <hidden name>`` columns of the distinct ``group_columns`` (sorted) and their names by column."""
+    extra: list[str] = []
+    counts: dict[str, str] = {}
+    for column in sorted(set(_checks.column_names(group_columns, "group_columns"))):
+        _checks.require(info, column)
+        name = f"{_index_query.GROUP_COUNTS_PREFIX}{len(counts)}"
+        extra.append(f"{_index_query.group_count_expr(unit_column, column)} AS {_query.quote(name)}")
+        counts[column] = name
+    return extra, counts

@@ -319,10 +319,19 @@ class SparkEngine:
         self._replace(table, snapshot, frame, index_unit=None)
         return info
 
-    def index_units(self, table: str, *, unit_column: str, key: bytes, sums: Sequence[ClippedSum] = ()) -> None:
+    def index_units(
+        self,
+        table: str,
+        *,
+        unit_column: str,
+        key: bytes,
+        sums: Sequence[ClippedSum] = (),
+        group_columns: Sequence[str] = (),
+    ) -> None:
         """Replace the snapshot by one indexed on ``unit_column`` (the portable unit index of ``_portable``).
 
-        ``sums`` are not stored here (``Engine.index_units`` allows that): Spark clips per release.
+        ``sums`` and ``group_columns`` are not stored here (``Engine.index_units`` allows that): Spark
+        clips per release and windows every group cap.
 
         One shuffle by unit and one ordered window, persisted: a one-time steward cost that makes
         every later ``bounded_rows`` on this unit column (without filters or a group cap) a filter.

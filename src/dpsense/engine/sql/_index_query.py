@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dpsense.engine._types import Predicate
-from dpsense.engine.sql._query import DUCKDB, Dialect, bounded_rows_query, predicate_condition, quote
+from dpsense.engine.sql._query import DUCKDB, Dialect, passing_condition, quote
 
 #: The hidden columns of an indexed snapshot, in table order after the public columns.
 POSITION, UNIT_ROWS, UNIT_HASH = "__dps_pos", "__dps_n", "__dps_uh"
 HIDDEN_COLUMNS = (POSITION, UNIT_ROWS, UNIT_HASH)
 #: Prefix of the hidden columns holding stored grid units of declared clipped sums (``index_units(sums=)``).
 STORED_UNITS_PREFIX = "__dps_q"
+#: Prefix of the hidden columns holding a unit's number of distinct values of a group column
+#: (``index_units(group_columns=)``), in the order of the sorted column names.
+GROUP_COUNTS_PREFIX = "__dps_d"
 #: Parameters of the registration order (derived from the index key) and of a release's rotation.
 INDEX_KEYS = ("ik1", "ik2")
 ROTATION_KEY, ROTATION_ROWS = "rot_k", "rot_c"
@@ -103,29 +106,50 @@ def filtered_query(
     """SELECT of an indexed ``source`` keeping the rows that pass ``where``, at most ``$max_rows`` per unit.
 
     A unit with n_u <= C rows (``__dps_n``, stored at registration) keeps every row that passes the
-    filters: no window, no hash, the same rows any bound by C keeps. Only the units with more than C
-    rows go through ``_query.bounded_rows_query``'s keyed window (a uniformly random C-subset of their
-    passing rows under the release's ``$rk1``, ``$rk2``), so a release's window sorts the rows of the
-    large units alone. Each unit's rows are chosen from that unit's rows and n_u alone, so adding,
-    removing or replacing a unit still changes at most C rows of the view. Parameters: those of
-    ``bounded_rows_query`` (``$max_rows``, ``$rk1``, ``$rk2``, ``$w<i>_<j>``).
+    filters: no window, no hash, the same rows any bound by C keeps. A unit with more rows keeps the
+    first C of its passing rows in the order of ``K(hash(uh, pos))``, the keyed 64-bit hash under the
+    release's ``$rk1``, ``$rk2`` of its stored unit hash and position: positions are distinct within
+    a unit (a permutation of 0..n_u-1, identical rows included), so under a fresh salt the order is a
+    fresh pseudo-random permutation of the unit's rows and the kept rows a uniformly random C-subset
+    of the passing ones (``row_number`` keeps at most C whatever the hashes do; a collision only lets
+    the position decide). One window over the large units' passing rows, on two stored integers: no
+    hash of the row's content, no copy numbers. Each unit's rows are chosen from that unit's rows, its
+    stored hidden columns and the salt alone, so adding, removing or replacing a unit still changes at
+    most C rows of the view. Parameters: ``$max_rows``, ``$rk1``, ``$rk2`` and the filters'
+    (``$w<i>_<j>``).
     """
     cols = ", ".join(quote(c) for c in columns)
     unit = quote(unit_column)
-    # the same filters, under the same parameter names ($w<i>_<j>), as the windowed part binds
-    conditions = [f"{unit} IS NOT NULL", f"{UNIT_ROWS} <= $max_rows"]
-    conditions += [
-        predicate_condition(p, kinds.get(p.column, "other"), f"w{i}", dialect)[0] for i, p in enumerate(where)
-    ]
-    large, params = bounded_rows_query(
-        f"(SELECT * FROM {source} WHERE {UNIT_ROWS} > $max_rows)",
-        columns,
-        unit_column=unit_column,
-        group_columns=(),
-        max_groups_per_unit=None,
-        where=where,
-        kinds=kinds,
-        dialect=dialect,
+    passing, params = passing_condition(unit_column, where, kinds, dialect)
+    order = dialect.keyed64(dialect.row_hash.format(f"{UNIT_HASH}, {POSITION}"), "$rk1", "$rk2")
+    small = f"SELECT {cols} FROM {source} WHERE {UNIT_ROWS} <= $max_rows AND {passing}"
+    large = (
+        f"SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {unit} ORDER BY {order}, {POSITION}) "
+        f"AS __dps_rn FROM {source} WHERE {UNIT_ROWS} > $max_rows AND {passing}) WHERE __dps_rn <= $max_rows"
     )
-    small = f"SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)}"
-    return f"{small}\nUNION ALL\nSELECT {cols} FROM ({large})", params
+    return f"{small}\nUNION ALL\n{large}", params
+
+
+def group_count_expr(unit_column: str, column: str, dialect: Dialect = DUCKDB) -> str:
+    """The unit's number of distinct values of ``column`` (NULL one of them), on every row of the unit.
+
+    NULL where the unit is NULL. The group cap of ``_query.bounded_rows_query`` ranks a NULL group like
+    any other, so it counts here too.
+    """
+    unit, col = quote(unit_column), quote(column)
+    window = f"OVER (PARTITION BY {unit})"
+    return (
+        f"CASE WHEN {unit} IS NOT NULL THEN CAST(count(DISTINCT {col}) {window} + "
+        f"max(CAST({col} IS NULL AS INTEGER)) {window} AS {dialect.index_int}) END"
+    )
+
+
+def within_cap_condition(counts: Sequence[str]) -> str:
+    """True on the rows of units whose stored group counts multiply to at most ``$max_groups``.
+
+    A unit with d_c distinct values of each capped column touches at most prod d_c value
+    combinations, so such a unit needs no group selection. The product is a DOUBLE: exact below 2^53,
+    and above it far beyond any cap, so the comparison is exact either way. NULL for a NULL unit.
+    """
+    product = " * ".join(f"CAST({quote(c)} AS DOUBLE)" for c in counts)
+    return f"({product} <= $max_groups)"

@@ -271,16 +271,10 @@ def bounded_rows_query(
     Parameters: ``$rk1``, ``$rk2`` (and ``$gk1``, ``$gk2`` with a group cap) from ``derived_keys``,
     ``$max_rows``, ``$max_groups``, and those of the filters (``$w<i>_<j>``).
     """
-    kinds = kinds or {}
     cols = ", ".join(quote(c) for c in columns)
     unit = quote(unit_column)
-    params: dict[str, object] = {}
-    conditions = [f"{unit} IS NOT NULL"]
-    for i, pred in enumerate(where):
-        condition, p = predicate_condition(pred, kinds.get(pred.column, "other"), f"w{i}", dialect)
-        conditions.append(condition)
-        params.update(p)
-    parts = [f"__dps_in AS (SELECT {cols} FROM {source} WHERE {' AND '.join(conditions)})"]
+    passing, params = passing_condition(unit_column, where, kinds or {}, dialect)
+    parts = [f"__dps_in AS (SELECT {cols} FROM {source} WHERE {passing})"]
     rows_from = "__dps_in"
     if group_columns and max_groups_per_unit is not None:
         group = ", ".join(quote(c) for c in group_columns)
@@ -316,6 +310,23 @@ def bounded_rows_query(
         + f"(SELECT __dps_u FROM __dps_dup)\nUNION ALL\n{reranked}"
     )
     return sql, params
+
+
+def passing_condition(
+    unit_column: str, where: Sequence[Predicate], kinds: Mapping[str, str], dialect: Dialect = DUCKDB
+) -> tuple[str, dict[str, object]]:
+    """The condition a row passes before any bound: a non-NULL unit and every filter of ``where``.
+
+    The filters' values are parameters ``$w<i>_<j>`` (the same names wherever the same filters are
+    bound, so two parts of one view can share them).
+    """
+    params: dict[str, object] = {}
+    conditions = [f"{quote(unit_column)} IS NOT NULL"]
+    for i, pred in enumerate(where):
+        condition, p = predicate_condition(pred, kinds.get(pred.column, "other"), f"w{i}", dialect)
+        conditions.append(condition)
+        params.update(p)
+    return " AND ".join(conditions), params
 
 
 def order_statistics_query(view: str, column: str) -> str:
