@@ -123,3 +123,38 @@ def test_the_condition_is_exact_for_large_products() -> None:
                 {"a": min(a, 2**32 - 1), "b": min(b, 2**32 - 1), "max_groups": cap},
             ).fetchone()  # type: ignore[misc]
             assert bool(value) is within
+
+
+def test_units_above_the_cap_keep_a_uniform_group_then_uniform_rows() -> None:
+    """Per unit across salts: the kept region is uniform over its 3, and the kept row uniform over that region's 2."""
+    from scipy import stats
+
+    from tests.statistical.gof import P_THRESHOLD
+
+    units, salts = 20, 90
+    frame = pd.DataFrame(
+        [(u, region, i) for u in range(units) for region in "abc" for i in range(2)], columns=["person", "region", "i"]
+    )
+    with DuckDBEngine() as e:
+        e.register("t", frame)
+        e.index_units("t", unit_column="person", key=random_bytes(32), group_columns=["region"])
+        picks: dict[int, Counter[tuple[str, int]]] = {u: Counter() for u in range(units)}
+        for _ in range(salts):
+            view = e.bounded_rows(
+                "t",
+                unit_column="person",
+                max_rows_per_unit=1,
+                salt=random_bytes(32),
+                group_column="region",
+                max_groups_per_unit=1,
+            )
+            got = e.collect(view, columns=["person", "region", "i"])
+            assert sorted(got["person"].tolist()) == list(range(units))  # one row each
+            for p, region, i in zip(got["person"].tolist(), got["region"].tolist(), got["i"].tolist(), strict=True):
+                picks[p][(region, i)] += 1
+            e.drop(view)
+    cells = [(region, i) for region in "abc" for i in range(2)]
+    statistic = sum(
+        sum((c[k] - salts / 6) ** 2 / (salts / 6) for k in cells) for c in picks.values()
+    )  # 6 equally likely (region, row) picks per unit
+    assert stats.chi2.sf(statistic, units * 5) > P_THRESHOLD

@@ -501,8 +501,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         ``cap``: a group cap G on columns whose distinct values per unit the index stored (the hidden
         count columns, ``index_units(group_columns=)``). The units whose counts multiply to at most G
         (``_index_query.within_cap_condition``) touch at most G groups, so they take the fast path
-        below as they are; only the other units go through the windowed rule of
-        ``_query.bounded_rows_query`` (group selection, then rows), on their rows alone. Each unit's
+        below as they are; only the other units go through ``_index_query.capped_query`` (a uniform
+        choice of groups, then of rows, keyed on stored integers), on their rows alone. Each unit's
         rows are still chosen from that unit's rows (and its stored columns) alone.
 
         Without filters, no window and no aggregate: each unit u keeps the rows with
@@ -540,14 +540,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         if cap is not None:
             beyond = f"(SELECT * FROM {relation} WHERE NOT {_index_query.within_cap_condition(cap[0])})"
             capped = group_column if isinstance(group_column, tuple) else (group_column,) if group_column else ()
-            windowed, more = _query.bounded_rows_query(
-                beyond,
-                columns,
-                unit_column=unit_column,
-                group_columns=list(capped),
-                max_groups_per_unit=cap[1],
-                where=filters,
-                kinds=kinds,
+            windowed, more = _index_query.capped_query(
+                beyond, columns, unit_column=unit_column, group_columns=capped, where=filters, kinds=kinds
             )
             params.update(more)
             params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))

@@ -153,3 +153,42 @@ def within_cap_condition(counts: Sequence[str]) -> str:
     """
     product = " * ".join(f"CAST({quote(c)} AS DOUBLE)" for c in counts)
     return f"({product} <= $max_groups)"
+
+
+def capped_query(
+    source: str,
+    columns: Sequence[str],
+    *,
+    unit_column: str,
+    group_columns: Sequence[str],
+    where: Sequence[Predicate],
+    kinds: Mapping[str, str],
+    dialect: Dialect = DUCKDB,
+) -> tuple[str, dict[str, object]]:
+    """SELECT of an indexed ``source`` keeping <= ``$max_groups`` groups and <= ``$max_rows`` rows per unit.
+
+    For the units above a group cap (``DuckDBEngine._indexed_view``). Among a unit's passing rows,
+    its groups (value combinations of ``group_columns``) are ranked by ``K(hash(uh, group))`` under
+    the release's ``$gk1``, ``$gk2``, ties by the group's values, and the first ``$max_groups`` stay
+    (``dense_rank``: never more, whatever the hashes do); then its rows in those groups are ranked by
+    ``K(hash(uh, pos))`` under ``$rk1``, ``$rk2`` and the first ``$max_rows`` stay. Positions are a
+    permutation of the unit's rows, so both orders are fresh pseudo-random permutations per salt: a
+    uniform choice of groups, then a uniform C-subset of their rows, as ``_query.bounded_rows_query``
+    draws, with two windows on stored integers instead of a hash of every row's content. Each unit's
+    choice depends on its own rows, stored columns and the salt alone.
+    """
+    cols = ", ".join(quote(c) for c in columns)
+    unit = quote(unit_column)
+    groups = ", ".join(quote(c) for c in group_columns)
+    passing, params = passing_condition(unit_column, where, kinds, dialect)
+    group_key = dialect.keyed64(dialect.row_hash.format(f"{UNIT_HASH}, {groups}"), "$gk1", "$gk2")
+    row_key = dialect.keyed64(dialect.row_hash.format(f"{UNIT_HASH}, {POSITION}"), "$rk1", "$rk2")
+    grouped = (
+        f"SELECT *, dense_rank() OVER (PARTITION BY {unit} ORDER BY {group_key}, {groups}) AS __dps_grank "
+        f"FROM {source} WHERE {passing}"
+    )
+    ranked = (
+        f"SELECT {cols}, row_number() OVER (PARTITION BY {unit} ORDER BY {row_key}, {POSITION}) AS __dps_rn "
+        f"FROM ({grouped}) WHERE __dps_grank <= $max_groups"
+    )
+    return f"SELECT {cols} FROM ({ranked}) WHERE __dps_rn <= $max_rows", params
