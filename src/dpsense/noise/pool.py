@@ -26,41 +26,55 @@ from dpsense.noise import exact
 
 I64 = NDArray[np.int64]
 
-#: Values drawn per refill. Large enough that refills are rare, small enough to be cheap.
+#: Values drawn per refill at most. Large enough that refills are rare, small enough to be cheap.
 BATCH = 4096
+#: Values a new pool draws first; each refill doubles its batch up to ``BATCH``. A scale asked for once
+#: (a service whose analysts pick ε freely meets many) then costs a few dozen draws, not 4 096.
+FIRST_BATCH = 64
+#: Pools kept per process; the least recently used is dropped beyond it (its values were never released).
+MAX_POOLS = 256
 
 
 class NoisePool:
     """A reservoir of pre-drawn integer noise for one (family, parameter) pair."""
 
-    def __init__(self, draw: Callable[[int], I64], batch: int = BATCH) -> None:
+    def __init__(self, draw: Callable[[int], I64], batch: int = BATCH, first: int = FIRST_BATCH) -> None:
         self._draw = draw
-        self._batch = batch
-        self._values: I64 = draw(batch)
+        self._largest = batch
+        self._batch = min(first, batch)
+        self._values: I64 = draw(self._batch)
         self._lock = threading.Lock()
 
     def take(self, n: int) -> I64:
-        """Remove and return ``n`` values; top up afterwards so the next call finds them ready."""
+        """Remove and return ``n`` values; top up afterwards so the next call finds them ready.
+
+        The batch (the number of values a refill draws, a public constant of the pool's history: how
+        many values were asked for, never which) doubles at each refill up to ``BATCH``.
+        """
         with self._lock:
             if self._values.size < n:
                 # Only when one request exceeds the reserve: draw exactly what is missing, in bulk.
                 self._values = np.concatenate([self._values, self._draw(n - self._values.size + self._batch)])
             out, self._values = self._values[:n].copy(), self._values[n:]
             if self._values.size < self._batch // 2:
+                self._batch = min(2 * self._batch, self._largest)
                 self._values = np.concatenate([self._values, self._draw(self._batch)])
             return out
 
 
-_pools: dict[tuple[str, Fraction], NoisePool] = {}
+_pools: dict[tuple[str, Fraction], NoisePool] = {}  # in order of last use (a dict keeps insertion order)
 _registry_lock = threading.Lock()
 
 
 def _pool(family: str, parameter: Fraction, draw: Callable[[int], I64]) -> NoisePool:
     key = (family, parameter)
     with _registry_lock:
-        pool = _pools.get(key)
+        pool = _pools.pop(key, None)
         if pool is None:
-            pool = _pools[key] = NoisePool(draw)
+            pool = NoisePool(draw)
+            while len(_pools) >= MAX_POOLS:
+                del _pools[next(iter(_pools))]  # the least recently used
+        _pools[key] = pool
         return pool
 
 

@@ -66,6 +66,30 @@ def test_pool_hands_out_each_value_once() -> None:
     assert np.unique(taken).size == taken.size
 
 
+def test_a_new_pool_draws_a_small_batch_that_doubles_up_to_the_largest() -> None:
+    sizes: list[int] = []
+
+    def draw(m: int) -> np.ndarray:
+        sizes.append(m)
+        return np.zeros(m, dtype=np.int64)
+
+    p = pool.NoisePool(draw, batch=256, first=16)
+    for _ in range(200):
+        p.take(4)
+    assert sizes[0] == 16 and sizes[1:5] == [32, 64, 128, 256] and set(sizes[5:]) == {256}
+
+
+def test_pools_are_bounded_and_the_least_recently_used_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    pool.clear()
+    monkeypatch.setattr(pool, "MAX_POOLS", 3)
+    for scale in (1, 2, 3):
+        pool.pooled_discrete_laplace(Fraction(scale), 1)
+    pool.pooled_discrete_laplace(Fraction(1), 1)  # 1 is used again: 2 is now the least recent
+    pool.pooled_discrete_laplace(Fraction(4), 1)
+    assert sorted(k[1] for k in pool._pools) == [1, 3, 4]
+    pool.clear()
+
+
 def test_forked_children_never_share_random_bytes_or_pooled_noise() -> None:
     import multiprocessing as mp
 
