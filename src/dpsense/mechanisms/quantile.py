@@ -34,7 +34,7 @@ from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms._validate import MAX_CELLS, as_record_values, check_bounds_pair, check_resolution
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact
-from dpsense.noise.categorical import CategoricalSampler
+from dpsense.noise.categorical import CategoricalSampler, Outside, WindowedSampler
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -275,21 +275,22 @@ def _runs(sorted_cells: I64) -> tuple[I64, I64]:
     return below, through
 
 
-def _fill_segments(cells: _Cells, below: I64, through: I64, starts: I64, lengths: I64, a: I64, b: I64) -> None:
-    """Gaps and occupied cells in cell order, written into the four views of length 2 m + 1.
+def _fill_segments(
+    cells: _Cells, edges: I64, below: I64, through: I64, first_rank: int, out: tuple[I64, I64, I64, I64]
+) -> None:
+    """Gaps and occupied cells in cell order, written into ``out`` = (starts, lengths, a, b), views of length 2 k + 1.
 
     Gap j holds the empty cells between occupied cells d_j and d_(j+1) (both ranks: the records below);
     occupied cell d_j = the cell of run j holds its t_j tied records (ranks a_j and a_j + t_j). ``below`` and
-    ``through`` are the runs of ``_runs``.
+    ``through`` are k consecutive runs of ``_runs``, ``edges`` their cells between the cell before the first
+    (-1 for none) and the cell after the last (K for none), ``first_rank`` the rank of the gap before them.
     """
-    distinct = cells.sorted_cells[below]
-    edges = np.empty(distinct.size + 2, dtype=np.int64)  # -1, d_0, ..., d_(m-1), K
-    edges[0], edges[1:-1], edges[-1] = -1, distinct, cells.resolution
+    starts, lengths, a, b = out
     np.add(edges[:-1], 1, out=starts[0::2])
     np.subtract(edges[1:], edges[:-1], out=lengths[0::2])
     lengths[0::2] -= 1
-    starts[1::2], lengths[1::2] = distinct, 1
-    a[0] = b[0] = 0
+    starts[1::2], lengths[1::2] = edges[1:-1], 1
+    a[0] = b[0] = first_rank
     a[2::2] = b[2::2] = through
     a[1::2], b[1::2] = below, through
     if cells.stride > 1:  # only positions p % stride == offset are candidates: count and align those
@@ -298,38 +299,82 @@ def _fill_segments(cells: _Cells, below: I64, through: I64, starts: I64, lengths
         lengths[:] = np.where(ends >= starts, (ends - starts) // cells.stride + 1, 0)
 
 
+@dataclass(frozen=True)
+class _Target:
+    """The public constants of the rank utility for q and n (docs/math/exponential-mechanism.md §8.1, exponents)."""
+
+    grid: int  # D
+    target: int  # q n = target / den
+    low: int  # floor(q n D)
+    high: int  # ceil(q n D)
+    split: int  # ceil(q n): an integer rank v < split lies below q n
+    floor: int  # floor(q n): an integer rank v > floor lies above q n
+    rate: Fraction
+    accept_below: Fraction
+    accept_above: Fraction
+
+    @classmethod
+    def of(cls, n: int, q: Fraction, epsilon: Fraction) -> _Target:
+        num, den = q.numerator, q.denominator
+        grid = _grid(n, den)
+        target = num * n
+        low, high = (target * grid) // den, -((-target * grid) // den)
+        scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
+        return cls(
+            grid=grid,
+            target=target,
+            low=low,
+            high=high,
+            split=-((-target) // den),
+            floor=target // den,
+            rate=epsilon / (2 * grid),
+            accept_below=scale * (target * grid - low * den),
+            accept_above=scale * (high * den - target * grid),
+        )
+
+
 def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fraction) -> _RankTable:
     """The exact rank table (docs/math/exponential-mechanism.md §8.1, "Exact exponents"); large values as ints.
 
     A segment with ranks [a, b] has utility -dist(q n, [a, b]): ``q n - b`` when b < q n (below),
-    ``a - q n`` when a > q n (above), else 0 (exact). The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0):
-    the first term is >= 0 exactly below, the second exactly above, and both are <= 0 when exact.
+    ``a - q n`` when a > q n (above), else 0 (exact).
     """
     if isinstance(candidates, _Cells):
         candidates = _Candidates.of(candidates)
-    n = candidates.parts[0].sorted_cells.size
-    num, den = q.numerator, q.denominator
-    grid = _grid(n, den)
-    target = num * n  # q n = target / den
-    low = (target * grid) // den  # floor(q n D)
-    high = -((-target * grid) // den)  # ceil(q n D)
-    split = -((-target) // den)  # ceil(q n): an integer rank v < split lies below q n
-    floor = target // den  # floor(q n): an integer rank v > floor lies above q n
+    target = _Target.of(candidates.parts[0].sorted_cells.size, q, epsilon)
     runs = [_runs(part.sorted_cells) for part in candidates.parts]
-    sizes = [2 * below.size + 1 for below, _ in runs]
+    return _segment_table(candidates, target, runs, [(0, below.size - 1) for below, _ in runs])
+
+
+def _segment_table(
+    candidates: _Candidates, target: _Target, runs: list[tuple[I64, I64]], spans: list[tuple[int, int]]
+) -> _RankTable:
+    """The rank table of the runs ``first..last`` of each candidate set (``spans``) and the gaps around them.
+
+    The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0): the first term is >= 0 exactly when the
+    segment lies below q n, the second exactly when above, and both are <= 0 when its ranks hold q n.
+    """
+    sizes = [2 * (last - first) + 3 for first, last in spans]
     total = sum(sizes)
     starts, counts, a, b, mass = (np.empty(total, dtype=np.int64) for _ in range(5))
     end = 0
-    for part, (below, through), size, weight in zip(candidates.parts, runs, sizes, candidates.weights, strict=True):
+    for part, (below, through), (first, last), size, weight in zip(
+        candidates.parts, runs, spans, sizes, candidates.weights, strict=True
+    ):
+        edges = np.empty(last - first + 3, dtype=np.int64)  # the cell before, the runs' cells, the cell after
+        edges[0] = part.sorted_cells[below[first - 1]] if first > 0 else -1
+        edges[1:-1] = part.sorted_cells[below[first : last + 1]]
+        edges[-1] = part.sorted_cells[below[last + 1]] if last + 1 < below.size else part.resolution
+        first_rank = int(through[first - 1]) if first > 0 else 0
         view = slice(end, end + size)
-        _fill_segments(part, below, through, starts[view], counts[view], a[view], b[view])
+        out = (starts[view], counts[view], a[view], b[view])
+        _fill_segments(part, edges, below[first : last + 1], through[first : last + 1], first_rank, out)
         np.multiply(counts[view], weight, out=mass[view])
         end += size
-    below_target = b < split
-    above_target = a > floor
-    exponents = np.maximum(low - b * grid, a * grid - high)
+    below_target = b < target.split
+    above_target = a > target.floor
+    exponents = np.maximum(target.low - b * target.grid, a * target.grid - target.high)
     np.maximum(exponents, 0, out=exponents)
-    scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
     return _RankTable(
         lengths=mass.astype(np.float64),
         starts=starts,
@@ -337,10 +382,59 @@ def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fracti
         parts=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
         exponents=exponents,
         sides=(_EXACT - 2 * below_target - above_target).astype(np.int8),
-        rate=epsilon / (2 * grid),
-        accept_below=scale * (target * grid - low * den),
-        accept_above=scale * (high * den - target * grid),
+        rate=target.rate,
+        accept_below=target.accept_below,
+        accept_above=target.accept_above,
     )
+
+
+#: A window keeps the segments whose weight is above e^-120 of the exact segment's (``_windowed``).
+_WINDOW_REACH = 120.0
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The rank table of the segments near q n, their positions in the whole table, and a bound on the others."""
+
+    table: _RankTable
+    index: I64
+    size: int
+    outside: Outside
+
+
+def _windowed(candidates: _Candidates, q: Fraction, epsilon: Fraction) -> _Window | None:
+    """The segments within ranks of q n where the weight exp(-rate E) exceeds e^-120; ``None`` when that is all.
+
+    A segment with b < r_lo has exponent >= floor(q n D) - (r_lo - 1) D >= R, one with a > r_hi has
+    exponent >= (r_hi + 1) D - ceil(q n D) >= R, R = the reach in exponent units: every segment outside
+    the window weighs at most its base measure times exp(-rate R) (docs/math/floating-point.md §9.3, "Windows").
+    The ranks are the records' positions in sorted order, so the window is found by binary search.
+    """
+    n = candidates.parts[0].sorted_cells.size
+    target = _Target.of(n, q, epsilon)
+    rate = float(target.rate) if target.rate < 2**1000 else math.inf
+    if not 0.0 < rate < math.inf:
+        return None
+    reach = math.ceil(_WINDOW_REACH / rate) + 1
+    r_lo = (target.low - reach) // target.grid + 1
+    r_hi = -(-(target.high + reach) // target.grid) - 1
+    if r_lo <= 0 and r_hi >= n:
+        return None
+    runs = [_runs(part.sorted_cells) for part in candidates.parts]
+    spans = [
+        (int(np.searchsorted(through, r_lo, side="left")), int(np.searchsorted(below, r_hi, side="right")) - 1)
+        for below, through in runs
+    ]
+    table = _segment_table(candidates, target, runs, spans)
+    positions, size, heaviest = [], 0, 0
+    for part, (below, _), (first, last), weight in zip(candidates.parts, runs, spans, candidates.weights, strict=True):
+        positions.append(np.arange(size + 2 * first, size + 2 * last + 3, dtype=np.int64))
+        size += 2 * below.size + 1
+        if first > 0 or last + 1 < below.size:  # segments outside: each at most K cells of this set
+            heaviest = max(heaviest, weight * part.resolution)
+    left_out = size - table.lengths.size
+    outside = Outside(count=left_out, base=math.ldexp(1.0, heaviest.bit_length()), exponent=reach)
+    return _Window(table, np.concatenate(positions), size, outside)
 
 
 def _accepted(table: _RankTable, runs: I64) -> NDArray[np.bool_]:
@@ -363,18 +457,46 @@ def _draw(candidates: _Candidates, q: Fraction, epsilon: Fraction, size: int) ->
     """``size`` independent exact draws: (candidate set, position) each (the mechanism's randomness).
 
     ``epsilon`` is the rate of the utility in rank units: the privacy loss divided by the utility's
-    sensitivity (``utility_sensitivity``).
+    sensitivity (``utility_sensitivity``). The law is the whole rank table's; when the segments far from
+    q n weigh less than e^-120 each, only a window around it enters the float table (``_windowed``), and
+    the whole table is built on the rare draw the window's margin does not decide: the same draws from
+    the same words (docs/math/floating-point.md §9.3, "Windows").
     """
-    table = _rank_weights(candidates, q, epsilon)
-    sampler = CategoricalSampler.build(table.lengths, table.exponents, table.rate)
+    whole = functools.cache(lambda: _rank_weights(candidates, q, epsilon))
+    sampler: CategoricalSampler | WindowedSampler | None = None
+    window = _windowed(candidates, q, epsilon)
+    if window is not None:
+        sampler = WindowedSampler.build(
+            window.table.lengths,
+            window.table.exponents,
+            window.table.rate,
+            index=window.index,
+            size=window.size,
+            outside=window.outside,
+            whole=lambda: CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate),
+        )
+    if sampler is None:
+        window = None
+        sampler = CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate)
     runs = sampler.draw(size)
+    table, at = _segments_at(window, whole, runs)
     if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
-        pending = np.flatnonzero(~_accepted(table, runs))
+        pending = np.flatnonzero(~_accepted(table, at))
         while pending.size:
             runs[pending] = sampler.draw(pending.size)
-            pending = pending[~_accepted(table, runs[pending])]
-    strides = np.array([part.stride for part in candidates.parts], dtype=np.int64)[table.parts[runs]]
-    return table.parts[runs], table.starts[runs] + strides * exact.uniform_below(table.counts[runs])
+            table, at = _segments_at(window, whole, runs)
+            pending = pending[~_accepted(table, at[pending])]
+    strides = np.array([part.stride for part in candidates.parts], dtype=np.int64)[table.parts[at]]
+    return table.parts[at], table.starts[at] + strides * exact.uniform_below(table.counts[at])
+
+
+def _segments_at(window: _Window | None, whole: Callable[[], _RankTable], runs: I64) -> tuple[_RankTable, I64]:
+    """A table holding the drawn segments and their rows in it: the window's when it holds them all."""
+    if window is not None:
+        rows = np.minimum(np.searchsorted(window.index, runs), window.index.size - 1)
+        if bool(np.all(window.index[rows] == runs)):
+            return window.table, rows
+    return whole(), runs
 
 
 def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:

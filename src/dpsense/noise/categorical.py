@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
@@ -83,7 +83,7 @@ class CategoricalSampler:
     _exact: _ExactTables | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.cumulative, self.margin = _float_table(self.base, self.shifts, self.rate)
+        self.cumulative, self.margin, _ = _float_table(self.base, self.shifts, self.rate)
 
     @classmethod
     def build(cls, base_measure: ArrayLike, exponents: ArrayLike, rate: Fraction) -> CategoricalSampler:
@@ -97,11 +97,7 @@ class CategoricalSampler:
     def draw(self, size: int = 1) -> I64:
         """``size`` independent exact draws of the index."""
         words = entropy.words(size)
-        u = words.astype(np.float64) * 2.0**-64
-        c = self.cumulative
-        m = self.base.size
-        idx = np.clip(np.searchsorted(c, u, side="right") - 1, 0, m - 1).astype(np.int64)
-        decided = ((u - c[idx]) >= self.margin) & ((c[idx + 1] - u) >= self.margin)
+        idx, decided = _float_draw(self.cumulative, self.margin, words)
         for lane in np.flatnonzero(~decided):
             idx[lane] = self._exact_draw(int(words[lane]))
         return idx
@@ -117,6 +113,86 @@ class CategoricalSampler:
             uniform = (uniform << 64) | int(entropy.words(1)[0])
             bits += 64
             precision += PRECISION_STEP
+
+
+#: Largest certified weight a window may leave outside (relative to its largest weight, 1): far below the
+#: margin's float error terms (about 2^-46), so a window's margin equals the whole table's to ~2^-30.
+OUTSIDE_LIMIT = 2.0**-80
+
+
+@dataclass(frozen=True)
+class Outside:
+    """What bounds the categories a window leaves out: how many, and bounds on their measures and exponents."""
+
+    count: int
+    base: float  # >= every base measure outside (> 0)
+    exponent: int  # <= every exponent outside
+
+
+@dataclass
+class WindowedSampler:
+    """Exact draws of the index of a categorical law whose weight outside a window of indices is negligible.
+
+    The float table holds the window's categories alone; the ones outside count as weight 0 with their
+    certified weight (``Outside``, at most ``OUTSIDE_LIMIT``) added to the table's error bound, so the
+    margin still certifies every decision against the whole law (docs/math/floating-point.md §9.3, "Windows").
+    An undecided draw goes to the whole law's exact fallback with the same word. Indices are the whole
+    law's: ``index`` maps the window's categories to theirs.
+    """
+
+    index: I64
+    cumulative: F64
+    margin: float
+    whole: Callable[[], CategoricalSampler]
+
+    @classmethod
+    def build(
+        cls,
+        base_measure: ArrayLike,
+        exponents: ArrayLike,
+        rate: Fraction,
+        *,
+        index: I64,
+        size: int,
+        outside: Outside,
+        whole: Callable[[], CategoricalSampler],
+    ) -> WindowedSampler | None:
+        """The window's float table, or ``None`` when the weight outside is not certified below ``OUTSIDE_LIMIT``.
+
+        ``index``: the increasing positions of the window's categories among the ``size`` of the whole
+        law; ``whole``: builds the whole law's sampler (called on the first undecided draw only).
+        """
+        base, exps, rate = _validate(base_measure, exponents, rate)
+        positive = base > 0
+        e0 = int(exps[positive].min())
+        if outside.count and (outside.exponent <= e0 or not outside.base > 0):
+            return None
+        shifts = np.where(positive, exps - e0, 0).astype(np.int64)
+        bound = (outside.count, outside.base, outside.exponent - e0) if outside.count else None
+        cumulative, margin, weight = _float_table(base, shifts, rate, size=size, outside=bound)
+        if not weight <= OUTSIDE_LIMIT:
+            return None
+        return cls(index, cumulative, margin, whole)
+
+    def draw(self, size: int = 1) -> I64:
+        """``size`` independent exact draws of the index (in the whole law's numbering)."""
+        words = entropy.words(size)
+        local, decided = _float_draw(self.cumulative, self.margin, words)
+        idx = self.index[local]
+        if not bool(decided.all()):
+            whole = self.whole()
+            for lane in np.flatnonzero(~decided):
+                idx[lane] = whole._exact_draw(int(words[lane]))
+        return idx
+
+
+def _float_draw(cumulative: F64, margin: float, words: NDArray[np.uint64]) -> tuple[I64, BOOL]:
+    """The bin of each uniform word in the float table, and whether the margin certifies it."""
+    u = words.astype(np.float64) * 2.0**-64
+    m = cumulative.size - 1
+    idx = np.clip(np.searchsorted(cumulative, u, side="right") - 1, 0, m - 1).astype(np.int64)
+    decided = ((u - cumulative[idx]) >= margin) & ((cumulative[idx + 1] - u) >= margin)
+    return idx, decided
 
 
 def sample_categorical(base_measure: ArrayLike, exponents: ArrayLike, rate: Fraction, size: int = 1) -> I64:
@@ -135,8 +211,15 @@ def sample_categorical(base_measure: ArrayLike, exponents: ArrayLike, rate: Frac
     return CategoricalSampler.build(base_measure, exponents, rate).draw(size)
 
 
-def _float_table(base: F64, shifts: I64, rate: Fraction) -> tuple[F64, float]:
-    """Normalised cumulative weights (length m+1, from 0 to 1) and the certified decision margin."""
+def _float_table(
+    base: F64, shifts: I64, rate: Fraction, *, size: int | None = None, outside: tuple[int, float, int] | None = None
+) -> tuple[F64, float, float]:
+    """Normalised cumulative weights (length m+1, from 0 to 1), the certified decision margin, the weight outside.
+
+    ``size`` and ``outside`` describe a window (``WindowedSampler``): the whole law has ``size``
+    categories, and ``outside = (count, base bound, shift bound)`` bounds those left out; their
+    certified normalised weight (the third value, 0 without a window) joins the error bound.
+    """
     m = base.size
     positive = base > 0
     try:
@@ -156,8 +239,11 @@ def _float_table(base: F64, shifts: I64, rate: Fraction) -> tuple[F64, float]:
         w = np.where(live, np.exp(s), 0.0)
         err = np.exp(s + delta) * np.minimum(2.0, 2.0 * delta + 2.0**-47) * (1.0 + 2.0**-40) + 2.0**-1070
     err = np.where(live, err, np.where(positive, 2.0**-1000, 0.0))
+    weight_outside = 0.0
+    if outside is not None:
+        weight_outside = _outside_weight(outside, rate_f, int(exponent[live].max()), float(ell.max()))
     # Exact prefix sums of w, cut into limbs of F bits (int64 cumsums cannot overflow: m 2^F < 2^61).
-    bits = m.bit_length()
+    bits = (m if size is None else size).bit_length()
     limb_bits = 61 - bits
     limbs = -(-(60 + bits) // limb_bits)
     remainder = w.copy()
@@ -173,8 +259,26 @@ def _float_table(base: F64, shifts: I64, rate: Fraction) -> tuple[F64, float]:
     # |c_k - b_k| <= 2 A / T with A the total absolute error and T >= 1 the exact quantised total
     # (total[m] is within (limbs + 1) 2^-53 of it, relative).
     absolute = float(err.sum()) * (1.0 + 2.0**-30) + m * 2.0 ** (-limbs * limb_bits)
+    if outside is not None:  # the categories left out count as 0: their whole weight is their error
+        absolute = absolute * (1.0 + 2.0**-50) + weight_outside
     bound = 2.0 * absolute / (float(total[m]) * (1.0 - 2.0**-40))
-    return cumulative, bound * (1.0 + 2.0**-30) + EVAL_SLACK
+    return cumulative, bound * (1.0 + 2.0**-30) + EVAL_SLACK, weight_outside
+
+
+def _outside_weight(outside: tuple[int, float, int], rate_f: float, x_max: int, top: float) -> float:
+    """An upper bound on the normalised weights left out of a window: count * B 2^-x_max exp(-a k - top).
+
+    The table's exact weights are m_i 2^-x_max exp(-a k_i - top) (``top`` = max l, one common constant),
+    so each category outside, with m_i <= B and k_i >= k, weighs at most the bound's term; the float
+    evaluation errs by far less than the slack (each term within 2^-50 relative).
+    """
+    count, base, shift = outside
+    terms = (math.log(base), x_max * _LN2, rate_f * shift, top)
+    exponent = terms[0] - terms[1] - terms[2] - terms[3]
+    exponent += 2.0**-30 * sum(abs(t) for t in terms) + 2.0**-40
+    if not exponent < 700.0:  # far too heavy (or NaN): no window
+        return math.inf
+    return count * (math.exp(exponent) * (1.0 + 2.0**-40) + 2.0**-1070)
 
 
 class _ExactTables:

@@ -12,6 +12,7 @@ from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParame
 from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import em_weights, exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
+from dpsense.noise import entropy
 from dpsense.noise.testing import deterministic_entropy
 from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
 from tests.statistical.power import assert_calibrated
@@ -460,3 +461,47 @@ def test_integer_span_is_the_one_rule_for_candidates_and_points() -> None:
     assert quantile.integer_span(0, 2**20, limit=2**20) is None  # 2^20 + 1 integers
     with pytest.raises(UsageError, match="inside ±2\\^53"):
         quantile.integer_candidates((0.0, 2.0**60))
+
+
+def _large_inputs() -> list[tuple[np.ndarray, dict[str, object]]]:
+    rng = np.random.default_rng(17)
+    continuous = np.floor(rng.uniform(0, 100, 6_000) * 1e4) / 1e4
+    tied = np.round(rng.normal(40, 2, 8_000), 1)
+    return [
+        (continuous, {"q": Fraction(1, 2), "decimal_points": True, "adjacency": Adjacency.ADD_REMOVE}),
+        (continuous, {"q": Fraction(37, 100), "decimal_points": False}),
+        (tied, {"q": Fraction(1, 3), "decimal_points": True, "adjacency": Adjacency.ADD_REMOVE}),
+        (tied, {"q": Fraction(123456789, 1000000007), "integers": True}),  # long denominator: acceptance step
+    ]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_the_window_holds_the_whole_tables_rows_and_leaves_out_only_light_ones(case: int) -> None:
+    values, options = _large_inputs()[case]
+    q = Fraction(str(options["q"]))
+    candidates, _ = quantile._prepared(
+        values, (0.0, 100.0), None, bool(options.get("integers")), bool(options.get("decimal_points"))
+    )
+    window = quantile._windowed(candidates, q, Fraction(1))
+    whole = quantile._rank_weights(candidates, q, Fraction(1))
+    assert window is not None and window.size == whole.lengths.size
+    assert window.table.lengths.size < whole.lengths.size // 2
+    for name in ("lengths", "starts", "counts", "parts", "exponents", "sides"):
+        np.testing.assert_array_equal(getattr(window.table, name), getattr(whole, name)[window.index])
+    left_out = np.setdiff1d(np.arange(whole.lengths.size), window.index)
+    assert left_out.size == window.outside.count
+    assert int(whole.exponents[left_out].min()) >= window.outside.exponent
+    assert float(whole.lengths[left_out].max()) <= window.outside.base
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_a_windowed_release_equals_the_whole_tables_draw_for_draw(monkeypatch: pytest.MonkeyPatch, case: int) -> None:
+    values, options = _large_inputs()[case]
+    released = []
+    for windowed in (True, False):
+        if not windowed:
+            monkeypatch.setattr(quantile, "_windowed", lambda *_: None)
+        with deterministic_entropy(23):
+            results = [em_quantile(values, bounds=(0.0, 100.0), epsilon=1, **options).value for _ in range(40)]  # type: ignore[arg-type]
+            released.append((results, int(entropy.words(1)[0])))
+    assert released[0] == released[1]

@@ -152,3 +152,78 @@ def test_boundary_inside_the_first_64_bits_is_decided_by_more_bits(
 def test_dyadic_boundary_is_split_exactly(monkeypatch: pytest.MonkeyPatch, word: int, expected: int) -> None:
     monkeypatch.setattr(entropy, "words", _scripted_words([word]))
     assert int(sample_categorical([1.0, 1.0], [4, 4], Fraction(5))[0]) == expected
+
+
+def _light_tails(m: int = 4_000) -> tuple[np.ndarray, np.ndarray, Fraction]:
+    """A V of exponents around index m/2 with varied measures: the tails weigh below e^-200."""
+    rng = np.random.default_rng(5)
+    base = rng.integers(0, 2**30, m).astype(np.float64) * 2.0**10
+    exponents = np.abs(np.arange(m, dtype=np.int64) - m // 2) * 3
+    return base, exponents, Fraction(1, 4)
+
+
+def _window(lo: int, hi: int) -> tuple[categorical.WindowedSampler | None, CategoricalSampler]:
+    base, exponents, rate = _light_tails()
+    whole = CategoricalSampler.build(base, exponents, rate)
+    left_out = np.r_[0:lo, hi : base.size]
+    outside = categorical.Outside(
+        count=left_out.size, base=float(base[left_out].max()), exponent=int(exponents[left_out].min())
+    )
+    index = np.arange(lo, hi, dtype=np.int64)
+    window = categorical.WindowedSampler.build(
+        base[lo:hi], exponents[lo:hi], rate, index=index, size=base.size, outside=outside, whole=lambda: whole
+    )
+    return window, whole
+
+
+def test_a_window_draws_what_the_whole_table_draws_from_the_same_words() -> None:
+    window, whole = _window(1_700, 2_300)  # outside: exponents >= 900, weight < e^-200
+    assert window is not None
+    assert window.margin < 2.0**-35
+    with deterministic_entropy(3):
+        from_window = window.draw(20_000)
+        after_window = entropy.words(1)
+    with deterministic_entropy(3):
+        from_whole = whole.draw(20_000)
+        after_whole = entropy.words(1)
+    np.testing.assert_array_equal(from_window, from_whole)
+    assert after_window[0] == after_whole[0]
+
+
+@pytest.mark.usefixtures("restore_constants")
+def test_an_undecided_window_draw_goes_to_the_whole_law_with_the_same_word() -> None:
+    window, whole = _window(1_700, 2_300)
+    assert window is not None
+    with deterministic_entropy(9):
+        fast = whole.draw(300)
+    window.margin = 1.0  # nothing is decided in the window: every draw is the whole law's exact fallback
+    with deterministic_entropy(9):
+        slow = window.draw(300)
+    np.testing.assert_array_equal(fast, slow)
+
+
+def test_a_window_that_leaves_out_real_weight_is_refused() -> None:
+    window, _ = _window(1_990, 2_010)  # outside: exponents >= 30, weight about e^-7.5 each
+    assert window is None
+
+
+def test_the_window_margin_certifies_the_whole_law() -> None:
+    base, exponents, _ = _light_tails(200)
+    rate = Fraction(1)
+    window_lo, window_hi = 60, 140  # outside: exponents >= 120, weight < e^-100 each
+    left_out = np.r_[0:window_lo, window_hi:200]
+    outside = categorical.Outside(count=left_out.size, base=2.0**40, exponent=int(exponents[left_out].min()))
+    table = categorical.WindowedSampler.build(
+        base[window_lo:window_hi],
+        exponents[window_lo:window_hi],
+        rate,
+        index=np.arange(window_lo, window_hi, dtype=np.int64),
+        size=200,
+        outside=outside,
+        whole=lambda: CategoricalSampler.build(base, exponents, rate),
+    )
+    assert table is not None
+    truth = exact_boundaries(base.tolist(), exponents.tolist(), rate)
+    bound = table.margin - categorical.EVAL_SLACK
+    for k, approx in enumerate(table.cumulative.tolist()):
+        assert abs(Decimal(approx) - truth[window_lo + k]) <= Decimal(bound)
