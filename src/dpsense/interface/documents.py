@@ -23,7 +23,6 @@ import numpy as np
 from dpsense.core.privacy_loss import ZCDP, PrivacyLoss, loss_to_json
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from dpsense.ledger import BudgetStatus, StoredRelease
     from dpsense.release import Release, SqlRelease
@@ -52,7 +51,8 @@ def budget_document(status: BudgetStatus) -> dict[str, Any]:
 def release_document(result: Release | SqlRelease) -> dict[str, Any]:
     """What an analyst gets back for a release (fresh or stored)."""
     record = result.record
-    columns, rows = table_rows(result.table)
+    columns, plain = result.rows()  # the table's columns and values without building a DataFrame
+    rows = [[cell(v) for v in row] for row in plain]
     return {
         "release_id": record.release_id,
         "dataset": record.dataset,
@@ -137,13 +137,6 @@ def dataset_document(name: str, snapshot: str, profile: dict[str, Any]) -> dict[
         "budget": profile.get("budget"),
         "policy": profile.get("policy"),
     }
-
-
-def table_rows(frame: pd.DataFrame) -> tuple[list[str], list[list[Any]]]:
-    """Column names and JSON-able rows (NaN and infinities as null)."""
-    columns = [str(c) for c in frame.columns]
-    rows = [[cell(v) for v in row] for row in frame.itertuples(index=False, name=None)]
-    return columns, rows
 
 
 def cell(value: Any) -> Any:
