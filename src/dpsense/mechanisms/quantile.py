@@ -388,8 +388,8 @@ def _segment_table(
     )
 
 
-#: A window keeps the segments whose weight is above e^-120 of the exact segment's (``_windowed``).
-_WINDOW_REACH = 120.0
+#: A window leaves out weight at most 2^-80 of the exact segment's in all (``_windowed``; the sampler's limit).
+_WINDOW_LEFT_OUT_BITS = 80
 
 
 @dataclass(frozen=True)
@@ -403,19 +403,25 @@ class _Window:
 
 
 def _windowed(candidates: _Candidates, q: Fraction, epsilon: Fraction) -> _Window | None:
-    """The segments within ranks of q n where the weight exp(-rate E) exceeds e^-120; ``None`` when that is all.
+    """The segments within the ranks of q n where exp(-rate E) is not negligible; ``None`` when that is all of them.
 
     A segment with b < r_lo has exponent >= floor(q n D) - (r_lo - 1) D >= R, one with a > r_hi has
     exponent >= (r_hi + 1) D - ceil(q n D) >= R, R = the reach in exponent units: every segment outside
     the window weighs at most its base measure times exp(-rate R) (docs/math/floating-point.md §9.3, "Windows").
-    The ranks are the records' positions in sorted order, so the window is found by binary search.
+    The segment holding q n in the first set (an occupied cell or integer, exponent 0, measure w_0) is in the
+    window, so the weight left out, relative to the window's largest, is at most count B / w_0 exp(-rate R)
+    (B bounds a measure outside, count the segments): R is chosen to make that 2^-80 with a margin. The
+    ranks are the records' positions in sorted order, so the window is found by binary search.
     """
     n = candidates.parts[0].sorted_cells.size
     target = _Target.of(n, q, epsilon)
     rate = float(target.rate) if target.rate < 2**1000 else math.inf
     if not 0.0 < rate < math.inf:
         return None
-    reach = math.ceil(_WINDOW_REACH / rate) + 1
+    heaviest = max(weight * part.resolution for part, weight in zip(candidates.parts, candidates.weights, strict=True))
+    most = (2 * n + 1) * len(candidates.parts)
+    bits = most.bit_length() + heaviest.bit_length() - candidates.weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
+    reach = math.ceil((bits * math.log(2) + 2.0) / rate) + 1
     r_lo = (target.low - reach) // target.grid + 1
     r_hi = -(-(target.high + reach) // target.grid) - 1
     if r_lo <= 0 and r_hi >= n:
@@ -426,13 +432,11 @@ def _windowed(candidates: _Candidates, q: Fraction, epsilon: Fraction) -> _Windo
         for below, through in runs
     ]
     table = _segment_table(candidates, target, runs, spans)
-    positions, size, heaviest = [], 0, 0
-    for part, (below, _), (first, last), weight in zip(candidates.parts, runs, spans, candidates.weights, strict=True):
+    positions, size = [], 0
+    for (below, _), (first, last) in zip(runs, spans, strict=True):
         positions.append(np.arange(size + 2 * first, size + 2 * last + 3, dtype=np.int64))
         size += 2 * below.size + 1
-        if first > 0 or last + 1 < below.size:  # segments outside: each at most K cells of this set
-            heaviest = max(heaviest, weight * part.resolution)
-    left_out = size - table.lengths.size
+    left_out = size - table.lengths.size  # each at most K cells of its set: at most ``heaviest``
     outside = Outside(count=left_out, base=math.ldexp(1.0, heaviest.bit_length()), exponent=reach)
     return _Window(table, np.concatenate(positions), size, outside)
 
@@ -578,15 +582,25 @@ def point_grids(bounds: tuple[float, float], resolution: int = DEFAULT_RESOLUTIO
 def _details(
     epsilon: Fraction, sensitivity: Fraction, candidates: _Candidates, count: int, integers: bool
 ) -> dict[str, Any]:
-    beta = 1.0 - REPORTED_CONFIDENCE
     cells = candidates.parts[0]
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
-    kind = "integers" if integers else "cells and decimal points" if len(candidates.parts) > 1 else "cells"
-    effective = rank_slack_candidates(cells.resolution, points=len(candidates.parts) > 1)
+    details = dict(_public_details(epsilon, sensitivity, cells.resolution, len(candidates.parts) > 1, count, integers))
+    details["cell_width"] = width
+    return details
+
+
+@functools.lru_cache(maxsize=256)  # asked per group of a release with the same public facts
+def _public_details(
+    epsilon: Fraction, sensitivity: Fraction, resolution: int, points: bool, count: int, integers: bool
+) -> dict[str, Any]:
+    """The details of a release but the cell width: public facts alone (callers copy the dict)."""
+    beta = 1.0 - REPORTED_CONFIDENCE
+    kind = "integers" if integers else "cells and decimal points" if points else "cells"
+    effective = rank_slack_candidates(resolution, points=points)
     return {
-        "resolution": cells.resolution,
+        "resolution": resolution,
         "candidates": kind,
-        "cell_width": width,
+        "cell_width": None,  # set by ``_details``
         "epsilon_per_quantile": str(epsilon),
         "utility_sensitivity": str(sensitivity),
         "rank_excess_bound": widen(2.0 * float(sensitivity / epsilon) * math.log(effective / beta)),
@@ -602,6 +616,7 @@ def _details(
     }
 
 
+@functools.lru_cache(maxsize=256)
 def _guarantee(epsilon: Fraction, sensitivity: Fraction, count: int, adjacency: Adjacency | None) -> str:
     what = f"exponential-mechanism quantile (Smith 2011; McSherry-Talwar 2007, DR Thm 3.10, Delta u = {sensitivity})"
     if count > 1:
