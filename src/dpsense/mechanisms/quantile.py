@@ -95,7 +95,7 @@ def record_values(values: ArrayLike) -> NDArray[np.float64]:
 def _sorted_clipped(values: ArrayLike, low: float, high: float) -> F64:
     """The records clipped to [L, U] and sorted: sorted once for every candidate set of a release.
 
-    Each candidate set maps a record by a non-decreasing public map (``_cells_of``, ``_grid_of``), so
+    Each candidate set maps a record by a non-decreasing public map (``_Lattice.positions``), so
     mapping the sorted records gives the sorted positions, the same array as sorting the mapped ones.
     """
     clipped = np.clip(record_values(values), low, high)
@@ -104,18 +104,16 @@ def _sorted_clipped(values: ArrayLike, low: float, high: float) -> F64:
 
 
 def _to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> _Cells:
-    return _cells_of(_sorted_clipped(values, low, high), low, high, resolution)
+    return _Lattice(low, high, resolution, _BY_CELL).cells(_sorted_clipped(values, low, high))
 
 
-def _cells_of(clipped: F64, low: float, high: float, resolution: int) -> _Cells:
-    """Sorted clipped records on the K equal cells of [L, U] (every step is non-decreasing: the cells stay sorted)."""
+def _cell_positions(clipped: F64, low: float, high: float, resolution: int) -> I64:
+    """Clipped records on the K equal cells of [L, U] (every step is non-decreasing: sorted records stay sorted)."""
     if high == low:
-        cells = np.zeros(clipped.size, dtype=np.int64)
-    else:
-        # Halving is exact and keeps (U - L) finite for any finite bounds.
-        position = (clipped * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5)
-        cells = np.clip(np.floor(position * resolution), 0, resolution - 1).astype(np.int64)
-    return _Cells(low, high, resolution, cells)
+        return np.zeros(clipped.size, dtype=np.int64)
+    # Halving is exact and keeps (U - L) finite for any finite bounds.
+    position = (clipped * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5)
+    return np.clip(np.floor(position * resolution), 0, resolution - 1).astype(np.int64)
 
 
 #: Integer candidates stay within ±2^53, where every integer is a double (the cells are computed in float64).
@@ -149,9 +147,7 @@ def integer_candidates(bounds: tuple[float, float]) -> tuple[int, int]:
 
 def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
     """Each record rounded to the nearest integer candidate (per record: a public map), cell = value - first."""
-    array = np.sort(record_values(values))  # clip, rint and the shift are non-decreasing: the cells stay sorted
-    cells = (np.rint(np.clip(array, first, last)) - first).astype(np.int64)
-    return _Cells(float(first), float(last), last - first + 1, cells)
+    return _Lattice(float(first), float(last), last - first + 1, _BY_INTEGER).cells(np.sort(record_values(values)))
 
 
 #: Most points of one decimal grid added to the cells of a numeric column (``decimal_grids``).
@@ -202,8 +198,8 @@ def decimal_grids(bounds: tuple[float, float]) -> tuple[DecimalGrid, ...]:
     return tuple(grids)
 
 
-def _grid_of(clipped: F64, grid: DecimalGrid) -> _Cells:
-    """Sorted clipped records on the half-step lattice of a decimal grid (ranks: records below and at each point).
+def _grid_positions(clipped: F64, grid: DecimalGrid) -> I64:
+    """Clipped records on the half-step lattice of a decimal grid (ranks: records below and at each point).
 
     A record equal to the double of k 10^e sits at 2(k - first) + 1 (a candidate); any other record
     at the even position between the two points around it (a public map of each record alone). The map
@@ -215,20 +211,68 @@ def _grid_of(clipped: F64, grid: DecimalGrid) -> _Cells:
     nearest = np.clip(np.rint(scaled), grid.first, grid.last)
     point = grid.values(nearest)
     positions = 2.0 * (nearest - grid.first) + 1.0 + np.sign(clipped - point)
-    ordered = positions.astype(np.int64)
-    return _Cells(float(grid.first), float(grid.last), 2 * grid.size + 1, ordered, stride=2, offset=1)
+    return positions.astype(np.int64)
+
+
+_BY_CELL, _BY_INTEGER, _BY_GRID, _BY_GIVEN = range(4)  # how a lattice maps a record
+
+
+@dataclass(frozen=True)
+class _Lattice:
+    """One candidate set: its public positions and the non-decreasing public map of a record to its position.
+
+    ``kind``: K equal cells of [lower, upper]; the integers lower..upper (records rounded); the half-step
+    lattice of a decimal grid (candidates at odd positions: stride 2, offset 1); or records given as cells.
+    """
+
+    lower: float
+    upper: float
+    resolution: int
+    kind: int
+    grid: DecimalGrid | None = None
+    stride: int = 1
+    offset: int = 0
+
+    def positions(self, records: NDArray[Any]) -> I64:
+        """The positions of sorted records (sorted too: the map is non-decreasing)."""
+        if self.kind == _BY_CELL:
+            return _cell_positions(records, self.lower, self.upper, self.resolution)
+        if self.kind == _BY_INTEGER:
+            rounded: F64 = np.rint(np.clip(records, self.lower, self.upper)) - self.lower
+            return rounded.astype(np.int64)
+        if self.grid is not None:
+            return _grid_positions(records, self.grid)
+        given: I64 = np.asarray(records, dtype=np.int64)
+        return given
+
+    def cells(self, records: NDArray[Any]) -> _Cells:
+        return _Cells(self.lower, self.upper, self.resolution, self.positions(records), self.stride, self.offset)
+
+
+def _grid_lattice(grid: DecimalGrid) -> _Lattice:
+    return _Lattice(float(grid.first), float(grid.last), 2 * grid.size + 1, _BY_GRID, grid, stride=2, offset=1)
 
 
 @dataclass(frozen=True)
 class _Candidates:
-    """Public candidate sets with their base measure per candidate (equal total mass per set)."""
+    """Public candidate sets with their base measure per candidate (equal total mass per set), and the records.
 
-    parts: tuple[_Cells, ...]
+    ``records`` are sorted (float records, or the cells of ``of``); each set's positions are its map of them.
+    """
+
+    records: NDArray[Any]
+    lattices: tuple[_Lattice, ...]
     weights: tuple[int, ...]
+
+    @functools.cached_property
+    def parts(self) -> tuple[_Cells, ...]:
+        """Every record on every candidate set (the whole table's input)."""
+        return tuple(lattice.cells(self.records) for lattice in self.lattices)
 
     @classmethod
     def of(cls, cells: _Cells) -> _Candidates:
-        return cls((cells,), (1,))
+        lattice = _Lattice(cells.lower, cells.upper, cells.resolution, _BY_GIVEN, None, cells.stride, cells.offset)
+        return cls(cells.sorted_cells, (lattice,), (1,))
 
 
 @dataclass(frozen=True)
@@ -275,28 +319,49 @@ def _runs(sorted_cells: I64) -> tuple[I64, I64]:
     return below, through
 
 
-def _fill_segments(
-    cells: _Cells, edges: I64, below: I64, through: I64, first_rank: int, out: tuple[I64, I64, I64, I64]
-) -> None:
+@dataclass(frozen=True)
+class _Piece:
+    """k consecutive runs of one candidate set: their records below and up to, the cells around them.
+
+    ``edges``: the cell before the first run (-1 for none), the runs' cells, the cell after the last (K for
+    none); ``first_rank``: the rank of the gap before the first run (the records below it).
+    """
+
+    edges: I64
+    below: I64
+    through: I64
+
+    @classmethod
+    def whole(cls, cells: _Cells) -> _Piece:
+        below, through = _runs(cells.sorted_cells)
+        edges = np.empty(below.size + 2, dtype=np.int64)
+        edges[0], edges[1:-1], edges[-1] = -1, cells.sorted_cells[below], cells.resolution
+        return cls(edges, below, through)
+
+    @property
+    def first_rank(self) -> int:
+        return int(self.below[0]) if self.below.size else 0
+
+
+def _fill_segments(lattice: _Lattice, piece: _Piece, out: tuple[I64, I64, I64, I64]) -> None:
     """Gaps and occupied cells in cell order, written into ``out`` = (starts, lengths, a, b), views of length 2 k + 1.
 
     Gap j holds the empty cells between occupied cells d_j and d_(j+1) (both ranks: the records below);
-    occupied cell d_j = the cell of run j holds its t_j tied records (ranks a_j and a_j + t_j). ``below`` and
-    ``through`` are k consecutive runs of ``_runs``, ``edges`` their cells between the cell before the first
-    (-1 for none) and the cell after the last (K for none), ``first_rank`` the rank of the gap before them.
+    occupied cell d_j = the cell of run j holds its t_j tied records (ranks a_j and a_j + t_j).
     """
     starts, lengths, a, b = out
+    edges = piece.edges
     np.add(edges[:-1], 1, out=starts[0::2])
     np.subtract(edges[1:], edges[:-1], out=lengths[0::2])
     lengths[0::2] -= 1
     starts[1::2], lengths[1::2] = edges[1:-1], 1
-    a[0] = b[0] = first_rank
-    a[2::2] = b[2::2] = through
-    a[1::2], b[1::2] = below, through
-    if cells.stride > 1:  # only positions p % stride == offset are candidates: count and align those
+    a[0] = b[0] = piece.first_rank
+    a[2::2] = b[2::2] = piece.through
+    a[1::2], b[1::2] = piece.below, piece.through
+    if lattice.stride > 1:  # only positions p % stride == offset are candidates: count and align those
         ends = starts + lengths - 1
-        starts += (cells.offset - starts) % cells.stride
-        lengths[:] = np.where(ends >= starts, (ends - starts) // cells.stride + 1, 0)
+        starts += (lattice.offset - starts) % lattice.stride
+        lengths[:] = np.where(ends >= starts, (ends - starts) // lattice.stride + 1, 0)
 
 
 @dataclass(frozen=True)
@@ -341,34 +406,23 @@ def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fracti
     """
     if isinstance(candidates, _Cells):
         candidates = _Candidates.of(candidates)
-    target = _Target.of(candidates.parts[0].sorted_cells.size, q, epsilon)
-    runs = [_runs(part.sorted_cells) for part in candidates.parts]
-    return _segment_table(candidates, target, runs, [(0, below.size - 1) for below, _ in runs])
+    target = _Target.of(candidates.records.size, q, epsilon)
+    return _segment_table(candidates, target, [_Piece.whole(part) for part in candidates.parts])
 
 
-def _segment_table(
-    candidates: _Candidates, target: _Target, runs: list[tuple[I64, I64]], spans: list[tuple[int, int]]
-) -> _RankTable:
-    """The rank table of the runs ``first..last`` of each candidate set (``spans``) and the gaps around them.
+def _segment_table(candidates: _Candidates, target: _Target, pieces: list[_Piece]) -> _RankTable:
+    """The rank table of the runs ``pieces`` (one per candidate set) and the gaps around them.
 
     The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0): the first term is >= 0 exactly when the
     segment lies below q n, the second exactly when above, and both are <= 0 when its ranks hold q n.
     """
-    sizes = [2 * (last - first) + 3 for first, last in spans]
+    sizes = [2 * piece.below.size + 1 for piece in pieces]
     total = sum(sizes)
     starts, counts, a, b, mass = (np.empty(total, dtype=np.int64) for _ in range(5))
     end = 0
-    for part, (below, through), (first, last), size, weight in zip(
-        candidates.parts, runs, spans, sizes, candidates.weights, strict=True
-    ):
-        edges = np.empty(last - first + 3, dtype=np.int64)  # the cell before, the runs' cells, the cell after
-        edges[0] = part.sorted_cells[below[first - 1]] if first > 0 else -1
-        edges[1:-1] = part.sorted_cells[below[first : last + 1]]
-        edges[-1] = part.sorted_cells[below[last + 1]] if last + 1 < below.size else part.resolution
-        first_rank = int(through[first - 1]) if first > 0 else 0
+    for lattice, piece, size, weight in zip(candidates.lattices, pieces, sizes, candidates.weights, strict=True):
         view = slice(end, end + size)
-        out = (starts[view], counts[view], a[view], b[view])
-        _fill_segments(part, edges, below[first : last + 1], through[first : last + 1], first_rank, out)
+        _fill_segments(lattice, piece, (starts[view], counts[view], a[view], b[view]))
         np.multiply(counts[view], weight, out=mass[view])
         end += size
     below_target = b < target.split
@@ -388,18 +442,88 @@ def _segment_table(
     )
 
 
+def _local_piece(lattice: _Lattice, records: NDArray[Any], first: int, last: int) -> _Piece:
+    """The runs of one candidate set holding the records ranked first..last (0 <= first <= last < n), and their edges.
+
+    Only records near those ranks are mapped (a slice with 16 on each side); a tied run reaching past the
+    slice is followed to its end by a search on the sorted records (the map is non-decreasing).
+    """
+    n = records.size
+    lo, hi = max(first - 16, 0), min(last + 17, n)
+    positions = lattice.positions(records[lo:hi])
+    change = np.flatnonzero(positions[1:] != positions[:-1]) + 1
+    i = int(np.searchsorted(change, first - lo, side="right"))
+    j = int(np.searchsorted(change, last - lo, side="right"))
+    starts = lo + np.concatenate(([change[i - 1] if i > 0 else 0], change[i:j])).astype(np.int64)
+    ends = lo + np.concatenate((change[i:j], [change[j] if j < change.size else hi - lo])).astype(np.int64)
+    if starts[0] == lo and lo > 0:  # the first run may begin before the slice
+        starts[0] = _run_start(lattice, records, lo, int(positions[0]))
+    if ends[-1] == hi and hi < n:  # the last run may end after it
+        ends[-1] = _run_end(lattice, records, hi - 1, int(positions[-1]))
+    edges = np.empty(starts.size + 2, dtype=np.int64)
+    edges[1:-1] = positions[np.maximum(starts - lo, 0)]
+    edges[0] = -1 if starts[0] == 0 else _position(lattice, records, int(starts[0]) - 1, positions, lo)
+    edges[-1] = lattice.resolution if ends[-1] == n else _position(lattice, records, int(ends[-1]), positions, lo)
+    return _Piece(edges, starts, ends)
+
+
+def _position(lattice: _Lattice, records: NDArray[Any], index: int, positions: I64, lo: int) -> int:
+    """The position of record ``index``: from the mapped slice starting at ``lo`` when it holds it."""
+    if lo <= index < lo + positions.size:
+        return int(positions[index - lo])
+    return int(lattice.positions(records[index : index + 1])[0])
+
+
+#: Probes per step of the searches for the ends of a tied run.
+_PROBES = 64
+
+
+def _run_start(lattice: _Lattice, records: NDArray[Any], index: int, value: int) -> int:
+    """The first record of the run holding record ``index`` (whose position is ``value``)."""
+    lo, hi = 0, index  # the start is in [lo, hi]; record lo - 1 lies below the run (or lo == 0)
+    while hi - lo > _PROBES:
+        probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
+        k = int(np.argmax(lattice.positions(records[probes]) == value))
+        if k == 0:
+            return lo
+        lo, hi = int(probes[k - 1]) + 1, int(probes[k])
+    return lo + int(np.argmax(lattice.positions(records[lo : hi + 1]) == value))
+
+
+def _run_end(lattice: _Lattice, records: NDArray[Any], index: int, value: int) -> int:
+    """One past the last record of the run holding record ``index`` (whose position is ``value``)."""
+    lo, hi = index, records.size - 1  # the last record is in [lo, hi]; record hi + 1 lies above (or is none)
+    while hi - lo > _PROBES:
+        probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
+        k = int(np.searchsorted(lattice.positions(records[probes]), value, side="right")) - 1
+        if k == _PROBES:
+            return hi + 1
+        lo, hi = int(probes[k]), int(probes[k + 1]) - 1
+    return lo + int(np.searchsorted(lattice.positions(records[lo : hi + 1]), value, side="right"))
+
+
 #: A window leaves out weight at most 2^-80 of the exact segment's in all (``_windowed``; the sampler's limit).
 _WINDOW_LEFT_OUT_BITS = 80
 
 
 @dataclass(frozen=True)
 class _Window:
-    """The rank table of the segments near q n, their positions in the whole table, and a bound on the others."""
+    """The rank table of the segments near q n, the first record of each set's first run, and a bound on the rest."""
 
     table: _RankTable
-    index: I64
-    size: int
+    firsts: tuple[int, ...]
     outside: Outside
+
+    def rows_in_whole(self, candidates: _Candidates) -> I64:
+        """The window's rows' positions in the whole table (``_rank_weights``): built when a draw needs them."""
+        positions, size = [], 0
+        sizes = np.bincount(self.table.parts, minlength=len(candidates.lattices))
+        for part, first, rows in zip(candidates.parts, self.firsts, sizes.tolist(), strict=True):
+            below, _ = _runs(part.sorted_cells)
+            start = size + 2 * int(np.searchsorted(below, first))
+            positions.append(np.arange(start, start + rows, dtype=np.int64))
+            size += 2 * below.size + 1
+        return np.concatenate(positions)
 
 
 def _windowed(candidates: _Candidates, q: Fraction, epsilon: Fraction) -> _Window | None:
@@ -411,34 +535,28 @@ def _windowed(candidates: _Candidates, q: Fraction, epsilon: Fraction) -> _Windo
     The segment holding q n in the first set (an occupied cell or integer, exponent 0, measure w_0) is in the
     window, so the weight left out, relative to the window's largest, is at most count B / w_0 exp(-rate R)
     (B bounds a measure outside, count the segments): R is chosen to make that 2^-80 with a margin. The
-    ranks are the records' positions in sorted order, so the window is found by binary search.
+    segments of ranks in [r_lo, r_hi] are the runs holding records r_lo - 1 .. r_hi of the sorted records:
+    only records near those are mapped to each candidate set.
     """
-    n = candidates.parts[0].sorted_cells.size
+    n = candidates.records.size
     target = _Target.of(n, q, epsilon)
     rate = float(target.rate) if target.rate < 2**1000 else math.inf
     if not 0.0 < rate < math.inf:
         return None
-    heaviest = max(weight * part.resolution for part, weight in zip(candidates.parts, candidates.weights, strict=True))
-    most = (2 * n + 1) * len(candidates.parts)
-    bits = most.bit_length() + heaviest.bit_length() - candidates.weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
+    lattices, weights = candidates.lattices, candidates.weights
+    heaviest = max(weight * lattice.resolution for lattice, weight in zip(lattices, weights, strict=True))
+    most = (2 * n + 1) * len(lattices)
+    bits = most.bit_length() + heaviest.bit_length() - weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
     reach = math.ceil((bits * math.log(2) + 2.0) / rate) + 1
     r_lo = (target.low - reach) // target.grid + 1
     r_hi = -(-(target.high + reach) // target.grid) - 1
     if r_lo <= 0 and r_hi >= n:
         return None
-    runs = [_runs(part.sorted_cells) for part in candidates.parts]
-    spans = [
-        (int(np.searchsorted(through, r_lo, side="left")), int(np.searchsorted(below, r_hi, side="right")) - 1)
-        for below, through in runs
-    ]
-    table = _segment_table(candidates, target, runs, spans)
-    positions, size = [], 0
-    for (below, _), (first, last) in zip(runs, spans, strict=True):
-        positions.append(np.arange(size + 2 * first, size + 2 * last + 3, dtype=np.int64))
-        size += 2 * below.size + 1
-    left_out = size - table.lengths.size  # each at most K cells of its set: at most ``heaviest``
-    outside = Outside(count=left_out, base=math.ldexp(1.0, heaviest.bit_length()), exponent=reach)
-    return _Window(table, np.concatenate(positions), size, outside)
+    first, last = max(r_lo - 1, 0), min(r_hi, n - 1)
+    pieces = [_local_piece(lattice, candidates.records, first, last) for lattice in lattices]
+    table = _segment_table(candidates, target, pieces)
+    outside = Outside(count=most - table.lengths.size, base=math.ldexp(1.0, heaviest.bit_length()), exponent=reach)
+    return _Window(table, tuple(int(piece.below[0]) for piece in pieces), outside)
 
 
 def _accepted(table: _RankTable, runs: I64) -> NDArray[np.bool_]:
@@ -462,45 +580,63 @@ def _draw(candidates: _Candidates, q: Fraction, epsilon: Fraction, size: int) ->
 
     ``epsilon`` is the rate of the utility in rank units: the privacy loss divided by the utility's
     sensitivity (``utility_sensitivity``). The law is the whole rank table's; when the segments far from
-    q n weigh less than e^-120 each, only a window around it enters the float table (``_windowed``), and
-    the whole table is built on the rare draw the window's margin does not decide: the same draws from
-    the same words (docs/math/floating-point.md §9.3, "Windows").
+    q n are negligible, only a window around it enters the float table (``_windowed``), and the whole
+    table is built on the rare draw the window's margin does not decide: the same draws from the same
+    words (docs/math/floating-point.md §9.3, "Windows").
     """
     whole = functools.cache(lambda: _rank_weights(candidates, q, epsilon))
-    sampler: CategoricalSampler | WindowedSampler | None = None
     window = _windowed(candidates, q, epsilon)
+    windowed = None
     if window is not None:
-        sampler = WindowedSampler.build(
+        windowed = WindowedSampler.build(
             window.table.lengths,
             window.table.exponents,
             window.table.rate,
-            index=window.index,
-            size=window.size,
             outside=window.outside,
             whole=lambda: CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate),
         )
-    if sampler is None:
-        window = None
+    if window is None or windowed is None:
         sampler = CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate)
-    runs = sampler.draw(size)
-    table, at = _segments_at(window, whole, runs)
-    if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
-        pending = np.flatnonzero(~_accepted(table, at))
-        while pending.size:
-            runs[pending] = sampler.draw(pending.size)
-            table, at = _segments_at(window, whole, runs)
-            pending = pending[~_accepted(table, at[pending])]
-    strides = np.array([part.stride for part in candidates.parts], dtype=np.int64)[table.parts[at]]
+        table, at = whole(), sampler.draw(size)
+        if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
+            pending = np.flatnonzero(~_accepted(table, at))
+            while pending.size:
+                at[pending] = sampler.draw(pending.size)
+                pending = pending[~_accepted(table, at[pending])]
+    else:
+        table, at = _windowed_draws(window, windowed, whole, candidates, size)
+    strides = np.array([lattice.stride for lattice in candidates.lattices], dtype=np.int64)[table.parts[at]]
     return table.parts[at], table.starts[at] + strides * exact.uniform_below(table.counts[at])
 
 
-def _segments_at(window: _Window | None, whole: Callable[[], _RankTable], runs: I64) -> tuple[_RankTable, I64]:
-    """A table holding the drawn segments and their rows in it: the window's when it holds them all."""
-    if window is not None:
-        rows = np.minimum(np.searchsorted(window.index, runs), window.index.size - 1)
-        if bool(np.all(window.index[rows] == runs)):
-            return window.table, rows
-    return whole(), runs
+def _windowed_draws(
+    window: _Window, sampler: WindowedSampler, whole: Callable[[], _RankTable], candidates: _Candidates, size: int
+) -> tuple[_RankTable, I64]:
+    """``_draw``'s draws from a window: its rows while every draw is decided in it, else the whole table's."""
+    rows, inside = sampler.draw(size)
+    table = window.table
+    if not bool(inside.all()):
+        rows = _in_whole(window, candidates, rows, inside)
+        table = whole()
+    if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
+        pending = np.flatnonzero(~_accepted(table, rows))
+        while pending.size:
+            redrawn, inside = sampler.draw(pending.size)
+            if table is window.table and not bool(inside.all()):
+                rows = _in_whole(window, candidates, rows, np.ones(rows.size, dtype=np.bool_))
+                table = whole()
+            if table is not window.table:
+                redrawn = _in_whole(window, candidates, redrawn, inside)
+            rows[pending] = redrawn
+            pending = pending[~_accepted(table, rows[pending])]
+    return table, rows
+
+
+def _in_whole(window: _Window, candidates: _Candidates, rows: I64, inside: NDArray[np.bool_]) -> I64:
+    """Draws as positions in the whole table: window rows mapped, the others already whole positions."""
+    out = rows.copy()
+    out[inside] = window.rows_in_whole(candidates)[rows[inside]]
+    return out
 
 
 def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:
@@ -526,16 +662,17 @@ def _prepared(
                 "integer candidates fix the resolution (one cell per integer)", resolution, "drop resolution="
             )
         first, last = integer_candidates(bounds)
-        cells = _to_integer_cells(values, first, last)
-        return _Candidates.of(cells), lambda _, cell: (cell + first).astype(np.float64)
+        lattice = _Lattice(float(first), float(last), last - first + 1, _BY_INTEGER)
+        records = np.sort(record_values(values))  # rint, clip and the shift are non-decreasing
+        return _Candidates(records, (lattice,), (1,)), lambda _, cell: (cell + first).astype(np.float64)
     low, high = check_bounds_pair(bounds)
     k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
     clipped = _sorted_clipped(values, low, high)
-    cells = _cells_of(clipped, low, high, k)
+    cells = _Lattice(low, high, k, _BY_CELL)
     grids = point_grids((low, high), k) if points else ()
     if not grids:
-        return _Candidates.of(cells), lambda _, cell: _cell_midpoints(cell, low, high, k)
-    parts = (cells, *(_grid_of(clipped, grid) for grid in grids))
+        return _Candidates(clipped, (cells,), (1,)), lambda _, cell: _cell_midpoints(cell, low, high, k)
+    lattices = (cells, *(_grid_lattice(grid) for grid in grids))
     weights = (_CELL_MEASURE, *_grid_measures(grids, k))
 
     def release(part: I64, position: I64) -> F64:
@@ -545,10 +682,9 @@ def _prepared(
             out[chosen] = grid.values((grid.first + (position[chosen] - 1) // 2).astype(np.float64))
         return out
 
-    return _Candidates(parts, weights), release
+    return _Candidates(clipped, lattices, weights), release
 
 
-@functools.lru_cache(maxsize=256)  # asked per group of a release: the same public grids each time
 def _grid_measures(grids: tuple[DecimalGrid, ...], resolution: int) -> tuple[int, ...]:
     """The base measure of one point of each grid (``_grid_measure``): public facts of the bounds alone."""
     return tuple(_grid_measure(grid, len(grids), resolution) for grid in grids)
@@ -582,9 +718,10 @@ def point_grids(bounds: tuple[float, float], resolution: int = DEFAULT_RESOLUTIO
 def _details(
     epsilon: Fraction, sensitivity: Fraction, candidates: _Candidates, count: int, integers: bool
 ) -> dict[str, Any]:
-    cells = candidates.parts[0]
+    cells = candidates.lattices[0]
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
-    details = dict(_public_details(epsilon, sensitivity, cells.resolution, len(candidates.parts) > 1, count, integers))
+    points = len(candidates.lattices) > 1
+    details = dict(_public_details(epsilon, sensitivity, cells.resolution, points, count, integers))
     details["cell_width"] = width
     return details
 

@@ -131,16 +131,14 @@ class Outside:
 
 @dataclass
 class WindowedSampler:
-    """Exact draws of the index of a categorical law whose weight outside a window of indices is negligible.
+    """Exact draws of the index of a categorical law whose weight outside a window of categories is negligible.
 
     The float table holds the window's categories alone; the ones outside count as weight 0 with their
     certified weight (``Outside``, at most ``OUTSIDE_LIMIT``) added to the table's error bound, so the
     margin still certifies every decision against the whole law (docs/math/floating-point.md §9.3, "Windows").
-    An undecided draw goes to the whole law's exact fallback with the same word. Indices are the whole
-    law's: ``index`` maps the window's categories to theirs.
+    An undecided draw goes to the whole law's exact fallback with the same word.
     """
 
-    index: I64
     cumulative: F64
     margin: float
     whole: Callable[[], CategoricalSampler]
@@ -152,15 +150,12 @@ class WindowedSampler:
         exponents: ArrayLike,
         rate: Fraction,
         *,
-        index: I64,
-        size: int,
         outside: Outside,
         whole: Callable[[], CategoricalSampler],
     ) -> WindowedSampler | None:
         """The window's float table, or ``None`` when the weight outside is not certified below ``OUTSIDE_LIMIT``.
 
-        ``index``: the increasing positions of the window's categories among the ``size`` of the whole
-        law; ``whole``: builds the whole law's sampler (called on the first undecided draw only).
+        ``whole`` builds the whole law's sampler (called on the first undecided draw only).
         """
         base, exps, rate = _validate(base_measure, exponents, rate)
         positive = base > 0
@@ -169,21 +164,20 @@ class WindowedSampler:
             return None
         shifts = np.where(positive, exps - e0, 0).astype(np.int64)
         bound = (outside.count, outside.base, outside.exponent - e0) if outside.count else None
-        cumulative, margin, weight = _float_table(base, shifts, rate, size=size, outside=bound)
+        cumulative, margin, weight = _float_table(base, shifts, rate, outside=bound)
         if not weight <= OUTSIDE_LIMIT:
             return None
-        return cls(index, cumulative, margin, whole)
+        return cls(cumulative, margin, whole)
 
-    def draw(self, size: int = 1) -> I64:
-        """``size`` independent exact draws of the index (in the whole law's numbering)."""
+    def draw(self, size: int = 1) -> tuple[I64, BOOL]:
+        """``size`` independent exact draws: (index, in the window); a window row, or else the whole law's index."""
         words = entropy.words(size)
-        local, decided = _float_draw(self.cumulative, self.margin, words)
-        idx = self.index[local]
+        idx, decided = _float_draw(self.cumulative, self.margin, words)
         if not bool(decided.all()):
             whole = self.whole()
             for lane in np.flatnonzero(~decided):
                 idx[lane] = whole._exact_draw(int(words[lane]))
-        return idx
+        return idx, decided
 
 
 def _float_draw(cumulative: F64, margin: float, words: NDArray[np.uint64]) -> tuple[I64, BOOL]:
@@ -212,13 +206,13 @@ def sample_categorical(base_measure: ArrayLike, exponents: ArrayLike, rate: Frac
 
 
 def _float_table(
-    base: F64, shifts: I64, rate: Fraction, *, size: int | None = None, outside: tuple[int, float, int] | None = None
+    base: F64, shifts: I64, rate: Fraction, *, outside: tuple[int, float, int] | None = None
 ) -> tuple[F64, float, float]:
     """Normalised cumulative weights (length m+1, from 0 to 1), the certified decision margin, the weight outside.
 
-    ``size`` and ``outside`` describe a window (``WindowedSampler``): the whole law has ``size``
-    categories, and ``outside = (count, base bound, shift bound)`` bounds those left out; their
-    certified normalised weight (the third value, 0 without a window) joins the error bound.
+    ``outside = (count, base bound, shift bound)`` describes the categories a window leaves out
+    (``WindowedSampler``); their certified normalised weight (the third value, 0 without a window)
+    joins the error bound.
     """
     m = base.size
     positive = base > 0
@@ -243,7 +237,7 @@ def _float_table(
     if outside is not None:
         weight_outside = _outside_weight(outside, rate_f, int(exponent[live].max()), float(ell.max()))
     # Exact prefix sums of w, cut into limbs of F bits (int64 cumsums cannot overflow: m 2^F < 2^61).
-    bits = (m if size is None else size).bit_length()
+    bits = m.bit_length()
     limb_bits = 61 - bits
     limbs = -(-(60 + bits) // limb_bits)
     remainder = w.copy()
