@@ -474,14 +474,15 @@ def _position(lattice: _Lattice, records: NDArray[Any], index: int, positions: I
     return int(lattice.positions(records[index : index + 1])[0])
 
 
-#: Probes per step of the searches for the ends of a tied run.
-_PROBES = 64
+#: Probes per step of the searches for the ends of a tied run (a range of up to 4 times as many is mapped whole:
+#: one vectorised map costs less than a further step at these sizes).
+_PROBES = 1024
 
 
 def _run_start(lattice: _Lattice, records: NDArray[Any], index: int, value: int) -> int:
     """The first record of the run holding record ``index`` (whose position is ``value``)."""
     lo, hi = 0, index  # the start is in [lo, hi]; record lo - 1 lies below the run (or lo == 0)
-    while hi - lo > _PROBES:
+    while hi - lo > 4 * _PROBES:
         probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
         k = int(np.argmax(lattice.positions(records[probes]) == value))
         if k == 0:
@@ -493,7 +494,7 @@ def _run_start(lattice: _Lattice, records: NDArray[Any], index: int, value: int)
 def _run_end(lattice: _Lattice, records: NDArray[Any], index: int, value: int) -> int:
     """One past the last record of the run holding record ``index`` (whose position is ``value``)."""
     lo, hi = index, records.size - 1  # the last record is in [lo, hi]; record hi + 1 lies above (or is none)
-    while hi - lo > _PROBES:
+    while hi - lo > 4 * _PROBES:
         probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
         k = int(np.searchsorted(lattice.positions(records[probes]), value, side="right")) - 1
         if k == _PROBES:
