@@ -445,11 +445,13 @@ def _segment_table(candidates: _Candidates, target: _Target, pieces: list[_Piece
 def _local_piece(lattice: _Lattice, records: NDArray[Any], first: int, last: int) -> _Piece:
     """The runs of one candidate set holding the records ranked first..last (0 <= first <= last < n), and their edges.
 
-    Only records near those ranks are mapped (a slice with 16 on each side); a tied run reaching past the
-    slice is followed to its end by a search on the sorted records (the map is non-decreasing).
+    Only records near those ranks are mapped (a slice with 16 on each side; all of them when there are at
+    most 8 192, one vectorised map); a tied run reaching past the slice is followed to its end by a search
+    on the sorted records (the map is non-decreasing).
     """
     n = records.size
-    lo, hi = max(first - 16, 0), min(last + 17, n)
+    pad = 16 if n > 8 * _PROBES else n
+    lo, hi = max(first - pad, 0), min(last + 1 + pad, n)
     positions = lattice.positions(records[lo:hi])
     change = np.flatnonzero(positions[1:] != positions[:-1]) + 1
     i = int(np.searchsorted(change, first - lo, side="right"))
