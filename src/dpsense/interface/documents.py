@@ -23,7 +23,6 @@ import numpy as np
 from dpsense.core.privacy_loss import ZCDP, PrivacyLoss, loss_to_json
 
 if TYPE_CHECKING:
-
     from dpsense.ledger import BudgetStatus, StoredRelease
     from dpsense.release import Release, SqlRelease
 
