@@ -483,7 +483,12 @@ def register(session: dp.Session, name: str, data: pd.DataFrame, ctx: Context, r
         privacy_unit="uid",
         adjacency=ctx.adjacency,
         bounds={"v": (LOW, HIGH), "px": (LOW, HIGH), "py": (LOW, HIGH)},
-        keys={"g": list(GROUPS), "w": list(WARDS), "src": list(VERTICES), "dst": list(VERTICES)},
+        keys={
+            "g": list(GROUPS),
+            **({"w": list(WARDS)} if "w" in data.columns else {}),  # frames made elsewhere may lack it
+            "src": list(VERTICES),
+            "dst": list(VERTICES),
+        },
         kinds={"px": "point", "py": "point", "src": "edge", "dst": "edge"},
         policies={"v": "clamp", "px": "clamp", "py": "clamp"},
         max_rows_per_unit=rows_per_unit,
