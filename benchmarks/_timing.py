@@ -42,6 +42,19 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def high_water_rss_mib() -> float:
+    """This process's peak resident memory since its ``exec`` (Linux: VmHWM of /proc/self/status).
+
+    Unlike ``peak_rss_mib`` (``ru_maxrss``), a child started from a large parent does not inherit the
+    parent's peak.
+    """
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return peak_rss_mib()
+
+
 def current_rss_mib() -> float:
     """This process's resident memory now (Linux: /proc/self/statm)."""
     with open("/proc/self/statm", encoding="ascii") as statm:

@@ -63,7 +63,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dpsense as dp
-from _timing import TimedEngine, best_of, current_rss_mib, label, peak_rss_mib
+from _timing import TimedEngine, best_of, current_rss_mib, high_water_rss_mib, label
 from dpsense.engine import DuckDBEngine, clipped_sum, count_rows
 from dpsense.noise.entropy import random_bytes
 
@@ -254,7 +254,7 @@ def memory_child(parquet: str, limit: str) -> int:
     dataset = register(session, Path(parquet))
     for i, query in enumerate(queries(dataset)):
         session.release(query, epsilon=1 + i / 10)
-    print(f"{fixed:.1f} {peak_rss_mib():.1f}")
+    print(f"{fixed:.1f} {high_water_rss_mib():.1f}")  # ru_maxrss would hold the parent's peak at the fork
     return 0
 
 
