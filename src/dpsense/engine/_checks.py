@@ -166,7 +166,11 @@ def group_columns(info: TableInfo, group_column: object) -> tuple[ColumnInfo, ..
 
 
 def key_parts(columns: Sequence[ColumnInfo], keys: Sequence[object]) -> list[list[object]]:
-    """Per group column, its part of every public key (a key of several columns is a tuple of that many)."""
+    """Per group column, its part of every public key (a key of several columns is a tuple of that many).
+
+    Several columns: the tuples must be distinct (one column's part repeats, so the engines check each
+    part's type but not its distinctness; a single column's keys are checked by the engine's own key check).
+    """
     if len(columns) == 1:
         return [list(keys)]
     parts: list[list[object]] = [[] for _ in columns]
@@ -179,6 +183,8 @@ def key_parts(columns: Sequence[ColumnInfo], keys: Sequence[object]) -> list[lis
             )
         for part, value in zip(parts, key, strict=True):
             part.append(value)
+    if len({repr(k) for k in keys}) != len(keys):  # repr keeps True and 1 apart
+        raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
     return parts
 
 

@@ -587,8 +587,6 @@ class DuckDBEngine(DuckDBStewardSteps):
                 parts = _checks.key_parts(groups, keys)
                 for group, part in zip(groups, parts, strict=True):
                     self._check_keys(part, group.sql_type, distinct=len(groups) == 1)
-                if len(groups) > 1 and len({repr(k) for k in keys}) != len(keys):
-                    raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
         selection = self._selections.get(view.name)
         carried = selection.stored if selection is not None else {}
         stored = {

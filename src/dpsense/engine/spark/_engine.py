@@ -451,8 +451,6 @@ class SparkEngine:
                 parts = _checks.key_parts(groups, key_list)
                 for column, part in zip(groups, parts, strict=True):
                     _expr.check_keys(part, column, types[column.name], distinct=len(groups) == 1)
-                if len(groups) > 1 and len({repr(k) for k in key_list}) != len(key_list):
-                    raise UsageError("public keys must be distinct", "a repeated key", "list each key once")
         planned = _aggregate.Aggregation(aggs, view.unit_column, kinds)
         names = [g.name for g in groups]
         return planned.run(frame, names, key_list, key_condition=self._key_conditions.get, run=self._run)
