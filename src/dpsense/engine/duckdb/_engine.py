@@ -134,7 +134,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         memory_limit: the most memory DuckDB may use, as DuckDB spells it (``"512MB"``, ``"2GB"``);
             beyond it sorts, joins and aggregates spill to disk. Default: the environment variable
             ``DPSENSE_DUCKDB_MEMORY_LIMIT`` if set, else DuckDB's own default (80 % of the machine's
-            memory). Only for a connection the engine opens.
+            memory). Only for a connection the engine opens. A statement that still exceeds it fails
+            after reading data (a charged failure in a release): size it for the largest snapshot.
 
     An engine that opens its connection points DuckDB's spill files (``temp_directory``) at a new
     private directory (mode 0700) that ``close`` removes: spilled rows are private data, and DuckDB's
