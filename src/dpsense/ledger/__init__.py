@@ -14,6 +14,7 @@ The caller stores only released (noised) values; the ledger never sees unnoised 
 """
 
 from dpsense.ledger._audit import AuditReport
+from dpsense.ledger._collections import CLIENT_BUDGET, MAX_REPORTS_PER_CLIENT, CollectionInfo, IngestOutcome
 from dpsense.ledger._ledger import Ledger, SpendPoint
 from dpsense.ledger._partitions import PartitionSpec
 from dpsense.ledger._profiles import DatasetProfile
@@ -24,13 +25,17 @@ from dpsense.ledger._types import BudgetStatus, ChargeRecord, ReleaseRecord, Res
 from dpsense.ledger._verify import Anchor, checkpoint_document, read_checkpoint
 
 __all__ = [
+    "CLIENT_BUDGET",
+    "MAX_REPORTS_PER_CLIENT",
     "MAX_TOKEN_TTL_S",
     "Anchor",
     "AuditReport",
     "BudgetStatus",
     "ChargeRecord",
     "ChargeState",
+    "CollectionInfo",
     "DatasetProfile",
+    "IngestOutcome",
     "Ledger",
     "PartitionSpec",
     "ReleaseRecord",

@@ -31,12 +31,11 @@ waiter reserves anew. ``commit`` never stores a second release for a key that ha
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -61,6 +60,7 @@ from dpsense.ledger._amounts import (
 )
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._backends import Backend, Row, Tx, open_backend
+from dpsense.ledger._collections import CollectionInfo, Collections, IngestOutcome
 from dpsense.ledger._context import LedgerContext
 from dpsense.ledger._events import check_event, event_to_json
 from dpsense.ledger._partitions import GroupCharge, PartitionSpec, check_partition, group_key, payload_json
@@ -71,14 +71,15 @@ from dpsense.ledger._rows import (
     RELEASE_COLS,
     BudgetRow,
     Plan,
+    answer_payload,
     apply_debits,
     cached_release,
     charge_id_of,
     charge_payload,
+    commit_payload,
     debits_json,
     plan_debits,
     release_of_charge,
-    release_row_digest,
     remaining,
     stored,
 )
@@ -213,6 +214,7 @@ class Ledger:
         self._stewardship = Stewardship(self._context)
         self._profiles = Profiles(self._context)
         self._tokens = Tokens(self._context)
+        self._collections = Collections(self._context)
 
     @classmethod
     def open(cls, url: str, *, clock: Callable[[], float] = time.time, lease_s: float = DEFAULT_LEASE_S) -> Ledger:
@@ -312,6 +314,51 @@ class Ledger:
     def tokens(self, analyst: str | None = None) -> list[TokenInfo]:
         """Every token (of ``analyst`` when given), without secrets or hashes: ``Tokens.tokens``."""
         return self._tokens.tokens(analyst)
+
+    # ------------------------------------------------------------------ local-DP collections (``Collections``)
+
+    def register_collection(
+        self, name: str, *, scheme: Mapping[str, Any], dictionary: Sequence[str] | None, max_reports_per_client: int
+    ) -> None:
+        """Register a local-DP collection: ``Collections.register_collection``."""
+        self._collections.register_collection(
+            name, scheme=scheme, dictionary=dictionary, max_reports_per_client=max_reports_per_client
+        )
+
+    def collection(self, name: str) -> CollectionInfo:
+        """A collection's declaration and tallies: ``Collections.collection``."""
+        return self._collections.collection(name)
+
+    def collection_names(self) -> list[str]:
+        """Every registered collection: ``Collections.collection_names``."""
+        return self._collections.collection_names()
+
+    def ingest(
+        self,
+        name: str,
+        *,
+        submitter: str,
+        batch_id: str,
+        body_sha256: str,
+        clients: Sequence[str],
+        summarize: Callable[[Sequence[int]], Mapping[str, Any]],
+    ) -> IngestOutcome:
+        """Store a batch of reports under per-client budgets, idempotently: ``Collections.ingest``."""
+        return self._collections.ingest(
+            name, submitter=submitter, batch_id=batch_id, body_sha256=body_sha256, clients=clients, summarize=summarize
+        )
+
+    def collection_summaries(self, name: str) -> tuple[tuple[int, int], list[dict[str, Any]]]:
+        """A collection's stored batch summaries and their state: ``Collections.summaries``."""
+        return self._collections.summaries(name)
+
+    def store_estimate(
+        self, name: str, *, analyst: str, request_id: str, cache_key: str, record: ReleaseRecord
+    ) -> tuple[StoredRelease, bool]:
+        """Store a collection's estimate as a zero-cost release: ``Collections.store_estimate``."""
+        return self._collections.store_estimate(
+            name, analyst=analyst, request_id=request_id, cache_key=cache_key, record=record
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -475,7 +522,7 @@ class Ledger:
         stored = cached_release(attempt.tx, attempt.dataset_id, cache_key)
         if stored is None:
             return None
-        payload = _answer_payload(attempt.base, stored.charge_id, stored.release_id)
+        payload = answer_payload(attempt.base, stored.charge_id, stored.release_id)
         _audit.append(attempt.tx, at=_iso(attempt.now), event="cache_hit", payload=payload | {"cache_key": cache_key})
         return _replace(attempt.base, charge_id=stored.charge_id, state=ChargeState.COMMITTED, stored=stored)
 
@@ -570,11 +617,11 @@ class Ledger:
             )
         if state == ChargeState.COMMITTED:
             release = release_of_charge(tx, charge_id)
-            payload = _answer_payload(base, charge_id, release.release_id)
+            payload = answer_payload(base, charge_id, release.release_id)
             _audit.append(tx, at=_iso(now), event="replay", payload=payload)
             return _replace(base, charge_id=charge_id, state=state, stored=release)
         if state in OPEN_STATES:
-            payload = _answer_payload(base, charge_id, None) | {"state": state.value}
+            payload = answer_payload(base, charge_id, None) | {"state": state.value}
             if row[5] is not None:  # the resumer holds the cache key now: a fresh lease
                 tx.send("UPDATE charges SET owner = ?, updated_at = ? WHERE id = ?", (self._owner, now, charge_id))
             _audit.append(tx, at=_iso(now), event="resume", payload=payload)  # last: the head is locked briefly
@@ -687,15 +734,7 @@ class Ledger:
                 raise LedgerStateError("the charge cannot be committed", reservation.request_id, "reserve again")
             if done is not None:
                 release_id, cache_key = done
-                payload = {
-                    "charge": charge_id,
-                    "release": int(release_id),
-                    "value_sha256": hashlib.sha256(value_json.encode("utf-8")).hexdigest(),
-                    "row_sha256": release_row_digest(cache_key, release),
-                    "mechanism": record.mechanism,
-                    "mechanism_version": record.mechanism_version,
-                    "code_version": record.code_version,
-                }
+                payload = commit_payload(charge_id, release_id, cache_key, release)
                 _audit.append(tx, at=_iso(now), event="commit", payload=payload, commit_of_release=int(release_id))
         if refused is not None:  # raised after the transaction: the FAILED state is kept
             raise refused.error
@@ -899,17 +938,6 @@ def _figures(dataset: str, attempt: _Attempt) -> tuple[BudgetStatus, ...]:
             )
         )
     return tuple(out)
-
-
-def _answer_payload(base: Reservation, charge_id: int, release_id: int | None) -> dict[str, Any]:
-    """Audit payload of an answer given without a new charge: who asked, which release (no values)."""
-    return {
-        "dataset": base.dataset,
-        "analyst": base.analyst,
-        "request_id": base.request_id,
-        "charge": charge_id,
-        "release": release_id,
-    }
 
 
 def _replace(base: Reservation, **changes: Any) -> Reservation:

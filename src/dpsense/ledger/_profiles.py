@@ -136,9 +136,11 @@ class Profiles:
         return [str(r[0]) for r in rows]
 
     def dataset_names(self) -> list[str]:
-        """Every registered dataset, by name."""
+        """Every registered dataset, by name (local-DP collections are listed by ``collection_names``)."""
         with self._context.backend.read() as tx:
-            rows = tx.execute("SELECT name FROM datasets ORDER BY name", ())
+            rows = tx.execute(
+                "SELECT name FROM datasets WHERE id NOT IN (SELECT dataset_id FROM collections) ORDER BY name", ()
+            )
         return [str(r[0]) for r in rows]
 
     def dataset_for_fingerprint(self, fingerprint: str) -> tuple[str, str | None] | None:

@@ -239,6 +239,34 @@ def release_row_digest(cache_key: str | None, release: Sequence[object]) -> str:
     return hashlib.sha256(canonical_json([cache_key, *release]).encode("utf-8")).hexdigest()
 
 
+def commit_payload(charge_id: int, release_id: int, cache_key: str | None, release: Sequence[str]) -> dict[str, Any]:
+    """The audit payload of a commit: the digests ``_verify`` checks the stored release row against.
+
+    ``release`` is the stored texts (value JSON, mechanism, mechanism version, parameters JSON,
+    privacy unit, adjacency, code version).
+    """
+    return {
+        "charge": charge_id,
+        "release": int(release_id),
+        "value_sha256": hashlib.sha256(release[0].encode("utf-8")).hexdigest(),
+        "row_sha256": release_row_digest(cache_key, release),
+        "mechanism": release[1],
+        "mechanism_version": release[2],
+        "code_version": release[6],
+    }
+
+
+def answer_payload(base: Reservation, charge_id: int, release_id: int | None) -> dict[str, Any]:
+    """Audit payload of an answer given without a new charge: who asked, which release (no values)."""
+    return {
+        "dataset": base.dataset,
+        "analyst": base.analyst,
+        "request_id": base.request_id,
+        "charge": charge_id,
+        "release": release_id,
+    }
+
+
 def charge_id_of(reservation: Reservation) -> int:
     if reservation.charge_id is None:
         raise LedgerStateError("this reservation has no charge", reservation.request_id, "call reserve() first")

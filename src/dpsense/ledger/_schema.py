@@ -48,6 +48,12 @@ A stored release is served again (a replay, a cache hit) only after its row is c
 digests that entry records (``_rows.checked_release``), so an edited value is refused, never served.
 Releases stored before version 8 keep it NULL and are served unchecked (``verify`` still checks them).
 
+Version 9 adds local-DP collections (``_collections``): ``collections`` (one per ``datasets`` row of a
+collection: the public scheme, dictionary and per-client report budget), ``collection_clients`` (each
+client's accepted report count, the budget's counter), ``collection_batches`` (one row per ingested
+batch, unique per (collection, submitter, batch id), with the additive summary of its accepted reports
+and its outcome); ``api_tokens.role`` may be ``collector`` (a token that may only submit reports).
+
 Migrations are written once with three dialect placeholders: ``{id}`` (an auto-increment key),
 ``{blob}`` (bytes) and ``{real}`` (a timestamp in seconds; never used for amounts).
 """
@@ -268,6 +274,61 @@ MIGRATIONS += (
         8,
         "the audit entry of each stored release, checked whenever the release is served again",
         ("ALTER TABLE releases ADD COLUMN commit_seq BIGINT",),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        9,
+        "local-DP collections: declarations, per-client report counts, ingested batches; collector tokens",
+        (
+            """CREATE TABLE collections (
+                id {id},
+                dataset_id BIGINT NOT NULL UNIQUE REFERENCES datasets(id),
+                scheme TEXT NOT NULL,
+                dictionary TEXT,
+                max_reports_per_client BIGINT NOT NULL,
+                created_at {real} NOT NULL)""",
+            """CREATE TABLE collection_clients (
+                collection_id BIGINT NOT NULL REFERENCES collections(id),
+                client_id TEXT NOT NULL,
+                reports BIGINT NOT NULL,
+                PRIMARY KEY (collection_id, client_id))""",
+            """CREATE TABLE collection_batches (
+                id {id},
+                collection_id BIGINT NOT NULL REFERENCES collections(id),
+                submitter TEXT NOT NULL,
+                batch_id TEXT NOT NULL,
+                body_sha256 TEXT NOT NULL,
+                accepted BIGINT NOT NULL,
+                outcome TEXT NOT NULL,
+                summary TEXT NOT NULL,
+                created_at {real} NOT NULL,
+                UNIQUE (collection_id, submitter, batch_id))""",
+        ),
+        {
+            "sqlite": (
+                """CREATE TABLE api_tokens_v9 (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    token_id TEXT NOT NULL UNIQUE,
+                    analyst TEXT NOT NULL REFERENCES analysts(name),
+                    role TEXT NOT NULL CHECK (role IN ('analyst', 'steward', 'collector')),
+                    salt BLOB NOT NULL,
+                    token_hash TEXT NOT NULL,
+                    created_at REAL NOT NULL,
+                    revoked_at REAL,
+                    expires_at REAL)""",
+                "INSERT INTO api_tokens_v9 SELECT id, token_id, analyst, role, salt, token_hash, created_at,"
+                " revoked_at, expires_at FROM api_tokens",
+                "DROP TABLE api_tokens",
+                "ALTER TABLE api_tokens_v9 RENAME TO api_tokens",
+            ),
+            "postgresql": (
+                "ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_role_check",
+                "ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_role_check"
+                " CHECK (role IN ('analyst', 'steward', 'collector'))",
+            ),
+        },
     ),
 )
 

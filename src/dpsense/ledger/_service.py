@@ -48,8 +48,9 @@ from dpsense.ledger._steward import _iso
 from dpsense.ledger._types import _name
 from dpsense.noise.entropy import random_bytes
 
-Role = Literal["analyst", "steward"]
-ROLES: tuple[Role, ...] = ("analyst", "steward")
+#: ``analyst`` asks for releases, ``steward`` administers, ``collector`` only submits local-DP reports.
+Role = Literal["analyst", "steward", "collector"]
+ROLES: tuple[Role, ...] = ("analyst", "steward", "collector")
 TOKEN_PREFIX = "dps"
 _ID_BYTES = 8
 _SECRET_BYTES = 32

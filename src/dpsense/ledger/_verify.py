@@ -48,6 +48,7 @@ from dpsense.ledger import _audit
 from dpsense.ledger._amounts import Mode, Pair, canonical_json, in_mode, loss_from_json, parse_frac
 from dpsense.ledger._audit import AuditReport
 from dpsense.ledger._backends import Backend, Row, Tx, open_backend, sqlite_path
+from dpsense.ledger._collections import compare_collections
 from dpsense.ledger._events import composed_epsilon
 from dpsense.ledger._partitions import composed
 from dpsense.ledger._rows import release_row_digest
@@ -158,6 +159,8 @@ class _State:
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     profiles: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     partitions: dict[tuple[str, str], str] = field(default_factory=dict)  # (dataset, rule) -> declaration
+    collections: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> register_collection payload
+    batches: dict[int, dict[str, Any]] = field(default_factory=dict)  # batch row id -> ingest payload
     problems: list[str] = field(default_factory=list)
     seq: int = 0  # the entry being applied
 
@@ -221,6 +224,10 @@ class _State:
     def _revoke_token(self, at: str, p: dict[str, Any]) -> None:
         self.tokens[p["token_id"]]["revoked"] = True
 
+    def _register_collection(self, at: str, p: dict[str, Any]) -> None:
+        self.datasets[p["collection"]] = None
+        self.collections[p["collection"]] = p
+
     def _profile(self, at: str, p: dict[str, Any]) -> None:
         self.profiles[(p["dataset"], p["snapshot"])] = p
 
@@ -262,6 +269,8 @@ _HANDLERS: dict[str, Any] = {
     "abandon": _State._abandon,
     "create_token": _State._create_token,
     "revoke_token": _State._revoke_token,
+    "register_collection": _State._register_collection,
+    "ingest": lambda s, at, p: s.batches.__setitem__(int(p["batch"]), p),
     # answers given without a new charge change no table row
     "replay": lambda s, at, p: None,
     "resume": lambda s, at, p: None,
@@ -322,6 +331,7 @@ def _compare(tx: Tx, state: _State) -> list[str]:
     problems += _compare_tokens(tx, state)
     problems += _compare_profiles(tx, state, names)
     problems += _compare_partitions(tx, state, names)
+    problems += compare_collections(tx, state.collections, state.batches)
     return problems
 
 
