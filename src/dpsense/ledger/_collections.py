@@ -219,9 +219,15 @@ class Collections:
         with self._context.backend.write() as tx:
             row = _collection_row(tx, name)
             collection_id, cap = int(row[0]), int(row[4])
-            stored = _stored_batch(tx, collection_id, submitter, batch_id, body_sha256)
-            if stored is not None:
-                return stored
+            claimed = tx.execute(  # the batch key first: an identical concurrent batch waits here, then replays
+                "INSERT INTO collection_batches (collection_id, submitter, batch_id, body_sha256, accepted, outcome,"
+                " summary, created_at) VALUES (?, ?, ?, ?, 0, '', '', ?)"
+                " ON CONFLICT (collection_id, submitter, batch_id) DO NOTHING RETURNING id",
+                (collection_id, submitter, batch_id, body_sha256, now),
+            )
+            if not claimed:
+                return _stored_batch(tx, collection_id, submitter, batch_id, body_sha256)
+            batch = int(claimed[0][0])
             wanted: dict[str, int] = {}
             for client in clients:
                 wanted[client] = wanted.get(client, 0) + 1
@@ -231,11 +237,10 @@ class Collections:
             summary_text = canonical_json(dict(summarize(accepted)))
             counts_text = canonical_json({c: wanted[c] for c in sorted(granted)})
             outcome_text = canonical_json({"clients": json.loads(counts_text), "refused": refused})
-            batch = tx.execute(
-                "INSERT INTO collection_batches (collection_id, submitter, batch_id, body_sha256, accepted, outcome,"
-                " summary, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (collection_id, submitter, batch_id, body_sha256, len(accepted), outcome_text, summary_text, now),
-            )[0][0]
+            tx.send(
+                "UPDATE collection_batches SET accepted = ?, outcome = ?, summary = ? WHERE id = ?",
+                (len(accepted), outcome_text, summary_text, batch),
+            )
             payload = {
                 "collection": name,
                 "batch": int(batch),
@@ -247,7 +252,7 @@ class Collections:
                 "summary_sha256": _sha(summary_text),
             }
             _audit.append(tx, at=_iso(now), event="ingest", payload=payload)
-        return IngestOutcome(int(batch), len(accepted), tuple(refused), False)
+        return IngestOutcome(batch, len(accepted), tuple(refused), False)
 
     def summaries(self, name: str) -> tuple[tuple[int, int], list[dict[str, Any]]]:
         """The stored batch summaries of collection ``name`` (oldest first) and the state they make."""
@@ -365,14 +370,13 @@ def _collection_row(tx: Tx, name: str, *, lock: bool = False) -> tuple[Any, ...]
     return tuple(rows[0])
 
 
-def _stored_batch(tx: Tx, collection_id: int, submitter: str, batch_id: str, body_sha256: str) -> IngestOutcome | None:
+def _stored_batch(tx: Tx, collection_id: int, submitter: str, batch_id: str, body_sha256: str) -> IngestOutcome:
+    """The outcome of a stored batch, answered to its retry; a batch id reused for another body is refused."""
     rows = tx.execute(
         "SELECT id, body_sha256, accepted, outcome FROM collection_batches"
         " WHERE collection_id = ? AND submitter = ? AND batch_id = ?",
         (collection_id, submitter, batch_id),
     )
-    if not rows:
-        return None
     if str(rows[0][1]) != body_sha256:
         raise RequestIdConflict(
             "a batch id is reused for a different batch of reports",
