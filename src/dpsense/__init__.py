@@ -61,6 +61,9 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; at run time they load on 
         count_units as count_units,
     )
     from dpsense.query import (
+        hierarchical_count as hierarchical_count,
+    )
+    from dpsense.query import (
         histogram as histogram,
     )
     from dpsense.query import (
@@ -110,6 +113,7 @@ _QUERY = (
     "clipped_count",
     "count",
     "count_units",
+    "hierarchical_count",
     "histogram",
     "max",
     "mean",

@@ -12,6 +12,9 @@ their fix. A release spec::
      "aggregates": {"people": {"kind": "count_units"},
                     "mean_hours": {"kind": "mean", "column": "hours", "bounds": [0, 24]}}}
 
+A census table is an aggregate of its own: ``{"kind": "hierarchical_count", "hierarchy": "geo",
+"split": [1, 1, 2]}`` (a hierarchy the steward declared; one weight per level, the total first).
+
 Fields are judged here before anything is opened or charged: an unknown field (answered with the
 closest valid name), a field the aggregate kind does not use or one it needs, text no ledger can store
 (NUL, unpaired surrogates), a name longer than ``MAX_NAME``, a list or mapping over its limit, a number
@@ -185,6 +188,8 @@ class AggregateSpec(StrictModel):
     mechanism: Name | None = None
     keys: list[Scalar] | None = Field(default=None, max_length=MAX_KEYS)
     proposed_bound: Number | None = None
+    hierarchy: Name | None = None
+    split: list[Number] | None = Field(default=None, max_length=MAX_COLUMNS + 1)
 
     @field_validator("kind", mode="before")
     @classmethod

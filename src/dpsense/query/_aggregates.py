@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from fractions import Fraction
 
@@ -40,6 +40,7 @@ class AggregateKind(str, Enum):
     TRIANGLE_COUNT = "triangle_count"
     CLIPPED_COUNT = "clipped_count"
     APPROX_BOUNDS = "approx_bounds"
+    HIERARCHICAL_COUNT = "hierarchical_count"
 
 
 #: Statistics over one numeric column, which need public bounds (declared or overridden).
@@ -75,6 +76,8 @@ class Aggregate:
     keys: tuple[PublicValue, ...] | None = None
     proposed_bound: Fraction | None = None
     qs: tuple[Fraction, ...] | None = None
+    hierarchy: str | None = None
+    split: tuple[Fraction, ...] | None = None
 
 
 def _make(
@@ -150,6 +153,39 @@ def approx_bounds(column: str, *, max_rows_per_unit: int | None = None, mechanis
     later statistic: a released value is public.
     """
     return _make(AggregateKind.APPROX_BOUNDS, (column,), max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
+
+
+def hierarchical_count(
+    hierarchy: str,
+    *,
+    split: Sequence[PublicValue] | None = None,
+    max_rows_per_unit: int | None = None,
+    mechanism: str | None = None,
+) -> Aggregate:
+    """A census table: the rows counted at every level of a declared hierarchy, made consistent. One release.
+
+    ``hierarchy`` names a hierarchy the steward declared at registration (``hierarchies={"geo":
+    {"levels": [...], "keys": [...]}}``). Every level (the total first, then each level's nodes) gets
+    its own noisy count vector at ε·w_l/Σw, ``split`` giving the weights w (one per level including the
+    total; default equal); post-processing then makes children sum exactly to their parent, as
+    non-negative integers (``dpsense.mechanisms.consistency``; docs/census.md). Released alone, one
+    row per node.
+    """
+    if not isinstance(hierarchy, str) or not hierarchy:
+        raise UsageError("hierarchical_count names a declared hierarchy", hierarchy, "pass e.g. hierarchy='geo'")
+    weights = None
+    if split is not None:
+        if isinstance(split, (str, bytes)) or not isinstance(split, Iterable):
+            raise UsageError("split is a list of weights, one per level", split, "pass e.g. split=[1, 1, 2]")
+        weights = tuple(exact(w, what="split weight") for w in split)
+        if not weights or any(w <= 0 for w in weights):
+            raise UsageError(
+                "split weights are positive numbers, one per level (the total first)",
+                [float(w) for w in weights],
+                "pass e.g. split=[1, 1, 2] for a total, regions and districts",
+            )
+    aggregate = _make(AggregateKind.HIERARCHICAL_COUNT, max_rows_per_unit=max_rows_per_unit, mechanism=mechanism)
+    return replace(aggregate, hierarchy=hierarchy, split=weights)
 
 
 def count_units(*, mechanism: str | None = None) -> Aggregate:

@@ -17,6 +17,7 @@ from typing import Any, cast
 from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
 from dpsense.mechanisms.quantile import integer_span
 from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
+from dpsense.query._hierarchy import LEVEL_COLUMN
 from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
 from dpsense.query._mechanisms import Family, mechanism_named
 from dpsense.query._schema import Bounds, Column, ColumnKind, Schema
@@ -143,11 +144,14 @@ class Query:
             raise UsageError("build() needs the dataset's Schema", type(schema).__name__, "pass a dpsense Schema")
         filters = {_resolve_filter(f, schema) for f in self._filters}
         groups = _resolve_groups(self._group_by, schema)
-        if self._max_groups_per_unit is not None and not groups:
-            raise UsageError("max_groups_per_unit needs a group_by", self._max_groups_per_unit, "add group_by(...)")
         key_set = None
         if self._key_set is not None:
             groups, key_set = _resolve_key_set(*self._key_set, groups, schema)
+        census = _census(self, schema)
+        if census is not None:  # a hierarchical count's grouping is its hierarchy's leaf key set
+            groups, key_set = census
+        if self._max_groups_per_unit is not None and not groups:
+            raise UsageError("max_groups_per_unit needs a group_by", self._max_groups_per_unit, "add group_by(...)")
         ir = QueryIR(
             dataset=self.dataset,
             filters=tuple(sorted(filters, key=lambda f: json.dumps(f.to_json(), sort_keys=True))),
@@ -199,6 +203,41 @@ def _resolve_groups(specs: tuple[_GroupBy, ...], schema: Schema) -> tuple[GroupB
             raise UsageError("each column is grouped by once", column.name, "remove the repeated group_by")
         resolved[column.name] = GroupByIR(column.name, _keys(spec.keys, column))
     return tuple(resolved[name] for name in sorted(resolved))
+
+
+def _census(query: Query, schema: Schema) -> tuple[tuple[GroupByIR, ...], tuple[tuple[Value, ...], ...] | None] | None:
+    """The leaf grouping of a hierarchical count (released alone): its hierarchy's levels and leaf key set."""
+    census = [(n, a) for n, a in query._aggregates if a.kind is AggregateKind.HIERARCHICAL_COUNT]
+    if not census:
+        return None
+    name, agg = census[0]
+    if len(query._aggregates) > 1 or query._group_by:
+        raise UnsupportedRequest(
+            "a hierarchical count is released on its own: its hierarchy is the grouping (one row per node)",
+            name,
+            f"release {name} alone, without group_by or other aggregates",
+        )
+    if name == LEVEL_COLUMN:
+        raise UsageError(f"a census table has a column {LEVEL_COLUMN!r} of its own", name, "name the output otherwise")
+    hierarchy = schema.hierarchy(agg.hierarchy or "")
+    levels = hierarchy.levels
+    groups = _resolve_groups(tuple(_GroupBy(c, None) for c in levels), schema)
+    if len(levels) == 1:
+        return (GroupByIR(levels[0], tuple(leaf[0] for leaf in hierarchy.leaves)),), None
+    return _resolve_key_set(levels, hierarchy.leaves, groups, schema)
+
+
+def _split(name: str, spec: Aggregate, levels: tuple[str, ...]) -> tuple[Fraction, ...]:
+    """The hierarchical count's share of ε per level (the total first), from its weights (default equal)."""
+    weights = spec.split or (Fraction(1),) * (len(levels) + 1)
+    if len(weights) != len(levels) + 1:
+        raise UsageError(
+            f"split ({name}) has one weight per level, the total first: {len(levels) + 1} for {['total', *levels]}",
+            [float(w) for w in weights],
+            f"pass split=[{', '.join('1' for _ in range(len(levels) + 1))}] (equal shares) or other positive weights",
+        )
+    total = sum(weights, Fraction(0))
+    return tuple(w / total for w in weights)
 
 
 def _resolve_key_set(
@@ -288,6 +327,10 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
     columns = tuple(schema.column(c) for c in spec.columns)
     bounds: tuple[Bounds, ...] = ()
     keys: tuple[Value, ...] | None = None
+    names, split = spec.columns, None
+    if kind is AggregateKind.HIERARCHICAL_COUNT:  # its columns: the hierarchy's levels, from the top down
+        names = schema.hierarchy(spec.hierarchy or "").levels
+        split = _split(name, spec, names)
     if kind is AggregateKind.COUNT_UNITS and schema.unit_column is None:
         raise UnsupportedRequest(
             "count_units needs a privacy-unit column in the schema", name, "declare a 'unit' column or use count()"
@@ -309,7 +352,7 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
     return AggregateIR(
         name=name,
         kind=kind,
-        columns=spec.columns,
+        columns=names,
         bounds=bounds,
         max_rows_per_unit=spec.max_rows_per_unit,
         mechanism=spec.mechanism,
@@ -320,6 +363,7 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
         integer_candidates=_integer_candidates(kind, columns, bounds),
         typical=columns[0].typical if kind in _ADAPTIVE_KINDS and columns else None,
         qs=spec.qs,
+        split=split,
     )
 
 

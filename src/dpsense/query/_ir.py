@@ -109,7 +109,8 @@ class AggregateIR(_ComparedByCanonicalForm):
     statistic of a column declared integer, ``integer_candidates`` makes the exponential mechanism
     choose among the integers of the bounds (a public fact of the schema). For a mean or sum of a
     column with a declared typical range, ``typical`` holds it (the planner's adaptive-clip rule reads it);
-    ``qs`` are the quantiles of ``quantiles``.
+    ``qs`` are the quantiles of ``quantiles``. For a hierarchical count, ``columns`` are the hierarchy's
+    levels from the top down and ``split`` the share of ε of each level (the total first), summing to 1.
     """
 
     name: str
@@ -125,6 +126,7 @@ class AggregateIR(_ComparedByCanonicalForm):
     integer_candidates: bool = False
     typical: Bounds | None = None
     qs: tuple[Fraction, ...] | None = None
+    split: tuple[Fraction, ...] | None = None
 
     @property
     def needs_partition_selection(self) -> bool:
@@ -149,6 +151,7 @@ class AggregateIR(_ComparedByCanonicalForm):
             **({"integer_candidates": True} if self.integer_candidates else {}),
             **({} if self.typical is None else {"typical": [rational(b) for b in self.typical]}),
             **({} if self.qs is None else {"qs": [rational(q) for q in self.qs]}),
+            **({} if self.split is None else {"split": [rational(w) for w in self.split]}),
         }
 
 

@@ -68,6 +68,7 @@ def _options(agg: AggregateIR, schema: Schema) -> list[tuple[str, str | None]]:
         ("mechanism", agg.mechanism),
         ("proposed_bound", _maybe(agg.proposed_bound)),
         ("keys", _keys_text(agg, schema)),
+        ("split", None if agg.split is None else f"[{', '.join(_number(w) for w in agg.split)}]"),
     ]
 
 

@@ -80,7 +80,7 @@ class StatisticRule(Protocol):
         """The global sensitivity of a global step."""
         ...
 
-    def explain_note(self, part: StepPart, public_n: int | None) -> str:
+    def explain_note(self, agg: AggregateIR, part: StepPart, public_n: int | None) -> str:
         """Text the explain report adds after a global step's sensitivity."""
         ...
 

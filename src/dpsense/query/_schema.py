@@ -13,7 +13,7 @@ from enum import Enum
 from fractions import Fraction
 
 from dpsense.core.errors import InvalidBounds, UsageError
-from dpsense.query._values import PublicValue, Value, exact, normalise_set
+from dpsense.query._values import PublicValue, Value, exact, normalise_set, tagged
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -85,6 +85,49 @@ def check_typical(column: str, declared: object, bounds: Bounds | None) -> Bound
     return (low, high)
 
 
+#: The most leaves a declared hierarchy holds (each is a noisy count of a census table).
+MAX_LEAVES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A public hierarchy of group columns, declared by the steward (``query._hierarchy.declare_hierarchy``).
+
+    ``levels`` are the group columns from the top down (``("region", "district")``; the national total
+    sits above them); ``leaves`` the declared leaf key set: one tuple of values per leaf, in the order
+    of ``levels``, sorted and distinct, each child under one parent. The tree of every level follows
+    from the leaves (a region's districts are the leaves that name it).
+    """
+
+    levels: tuple[str, ...]
+    leaves: tuple[tuple[Value, ...], ...]
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON: the levels and the leaves, numbers as exact ``"n/d"`` strings (``tagged``)."""
+        return {"levels": list(self.levels), "keys": [[tagged(v) for v in leaf] for leaf in self.leaves]}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Hierarchy:
+        """The inverse of ``to_json`` (a stored, already validated declaration)."""
+        levels = doc["levels"]
+        keys = doc["keys"]
+        if not isinstance(levels, list) or not isinstance(keys, list):
+            raise UsageError("a stored hierarchy has levels and keys", doc, "register the dataset again")
+        return cls(tuple(str(c) for c in levels), tuple(tuple(_untagged(v) for v in leaf) for leaf in keys))
+
+
+def _untagged(item: object) -> Value:
+    """The value of its ``tagged`` JSON form (``["s", "north"]``, ``["n", "1/10"]``, ``["b", true]``)."""
+    if not isinstance(item, list | tuple) or len(item) != 2:
+        raise UsageError("a stored hierarchy key is a tagged value", item, "register the dataset again")
+    tag, text = item
+    if tag == "b":
+        return bool(text)
+    if tag == "n":
+        return Fraction(str(text))
+    return str(text)
+
+
 @dataclass(frozen=True)
 class Column:
     """One column: its name, kind, declared public bounds (numeric) or public keys (categorical).
@@ -110,10 +153,12 @@ class Schema:
         Schema({"person_id": "unit", "hours": "numeric", "region": "categorical"},
                bounds={"hours": (0, 24)}, keys={"region": ["north", "south"]})
 
-    ``typical`` declares a column's typical range (within its bounds; see ``Column``).
+    ``typical`` declares a column's typical range (within its bounds; see ``Column``); ``hierarchies``
+    the public hierarchies of group columns by name (validated by ``query._hierarchy.declare_hierarchy``
+    at registration; here their levels must be group columns of the schema).
     """
 
-    __slots__ = ("_columns", "_unit")
+    __slots__ = ("_columns", "_hierarchies", "_unit")
 
     def __init__(
         self,
@@ -122,6 +167,7 @@ class Schema:
         bounds: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
         keys: Mapping[str, Iterable[PublicValue]] | None = None,
         typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
+        hierarchies: Mapping[str, Hierarchy] | None = None,
     ) -> None:
         kinds = {self._name(n): ColumnKind.parse(k, column=n) for n, k in columns.items()}
         if not kinds:
@@ -154,6 +200,13 @@ class Schema:
             n: Column(n, k, declared_bounds.get(n), declared_keys.get(n), declared_typical.get(n))
             for n, k in sorted(kinds.items())
         }
+        for name, hierarchy in (hierarchies or {}).items():
+            for level in hierarchy.levels:
+                if self._known(kinds, level, f"hierarchy {name!r}") not in (ColumnKind.CATEGORICAL, ColumnKind.INTEGER):
+                    raise UsageError(
+                        f"the levels of hierarchy {name!r} are categorical or integer columns", level, "drop it"
+                    )
+        self._hierarchies = dict(sorted((hierarchies or {}).items()))
 
     @staticmethod
     def _name(name: object) -> str:
@@ -187,14 +240,31 @@ class Schema:
                 "the query names a column the schema does not declare", name, f"use one of: {known}"
             ) from None
 
+    @property
+    def hierarchies(self) -> dict[str, Hierarchy]:
+        """The declared hierarchies by name (a copy)."""
+        return dict(self._hierarchies)
+
+    def hierarchy(self, name: str) -> Hierarchy:
+        """The named hierarchy, or a UsageError listing the declared ones."""
+        found = self._hierarchies.get(name) if isinstance(name, str) else None
+        if found is None:
+            known = ", ".join(self._hierarchies) or "none is declared"
+            raise UsageError(
+                "the query names a hierarchy the dataset does not declare",
+                name,
+                f"use one of: {known} (the steward declares hierarchies at registration: hierarchies={{...}})",
+            )
+        return found
+
     def __contains__(self, name: object) -> bool:
         return name in self._columns
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Schema) and self.columns == other.columns
+        return isinstance(other, Schema) and self.columns == other.columns and self._hierarchies == other._hierarchies
 
     def __hash__(self) -> int:
-        return hash(self.columns)
+        return hash((self.columns, tuple(self._hierarchies.items())))
 
     def __repr__(self) -> str:
         return f"Schema({', '.join(f'{c.name}:{c.kind.value}' for c in self.columns)})"

@@ -431,7 +431,7 @@ def _step(
         loss=loss,
         mechanism_epsilon=run_eps,
         record_cost=cost,
-        note=rule.explain_note(part, n) if sensitivity is not None else "",
+        note=rule.explain_note(agg, part, n) if sensitivity is not None else "",
     )
 
 

@@ -30,6 +30,7 @@ from dpsense.mechanisms.laplace import laplace_scale_ok
 from dpsense.mechanisms.ptr import check_plan_parameters, ptr_distance_cap
 from dpsense.noise import exact
 from dpsense.query import AggregateKind, Family, Mechanism, Plan, PlanStep, QueryIR, StepPart
+from dpsense.statistics import STATISTICS
 from dpsense.statistics._steps import _sensitivity, ptr_record_budget
 
 M = Mechanism
@@ -50,9 +51,12 @@ def admit(
     _admit_filters(ir, table, engine_key)
     _admit_keys(ir, table, engine_key)
     groups = _max_groups(ir, plan, population)
+    aggregates = {a.name: a for a in ir.aggregates}
     for step in plan.steps:
         if step.mechanism.is_global:
-            _admit_additive(step, groups)
+            agg = aggregates.get(step.output)
+            for run in [step] if agg is None else STATISTICS[agg.kind].noise_steps(agg, step):
+                _admit_additive(run, groups)
         elif step.mechanism.family is Family.PTR and step.part is StepPart.VALUE:
             _admit_ptr(ir, plan, step)
 

@@ -76,6 +76,7 @@ class Declaration:
     max_rows_per_unit: int | None
     max_groups_per_unit: Mapping[str, int]
     typical: Mapping[str, tuple[PublicValue, PublicValue]] = field(default_factory=dict)
+    hierarchies: Mapping[str, object] = field(default_factory=dict)
 
 
 def register(
@@ -172,6 +173,7 @@ class Amendment:
             max_rows_per_unit=profile.max_rows_per_unit if self.max_rows_per_unit is None else self.max_rows_per_unit,
             max_groups_per_unit=merged(profile.max_groups_per_unit, self.max_groups_per_unit),
             typical=merged({n: c.typical for n, c in columns.items() if c.typical is not None}, self.typical),
+            hierarchies=profile.hierarchies,  # kept as registered (an amendment does not change them)
         )
 
 
@@ -273,6 +275,7 @@ def _checked(
         max_rows_per_unit=declaration.max_rows_per_unit,
         max_groups_per_unit=declaration.max_groups_per_unit,
         typical=declaration.typical,
+        hierarchies=declaration.hierarchies,
     )
     profile = dataclasses.replace(profile, policy=policy.to_json(), source=source, budget=budget)
     progress(REGISTRATION_STAGES[1], 1, total)
@@ -354,6 +357,7 @@ _DECLARED = {
     "max_rows_per_unit": "max_rows_per_unit",
     "max_groups_per_unit": "max_groups_per_unit",
     "budget": "budget",
+    "hierarchies": "hierarchies",
 }
 
 

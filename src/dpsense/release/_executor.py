@@ -154,6 +154,9 @@ def execute(
         produced, losses = runner.run(agg, steps)
         outputs.extend(produced)
         realised.extend(losses)
+    census = STATISTICS[ir.aggregates[0].kind].released_groups(ir, ir.aggregates[0])  # a census table: its nodes
+    if census is not None:
+        group_column, released_keys = census
     return Executed(group_column, released_keys, outputs, realised)
 
 

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpsense.core.errors import UsageError
-from dpsense.query import AggregateKind, Plan, PlanStep, QueryIR, StepPart
+from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
 from dpsense.release._data_dependent import order_rank_note
+from dpsense.statistics import STATISTICS
 from dpsense.statistics._steps import CONFIDENCE, planned_accuracy
 
 #: Group sizes at which a private-n mean's forecast is spelled out.
@@ -112,6 +113,9 @@ def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[
             if accuracy is not None:
                 out.append(ExpectedError(name, kind, float(accuracy.error_bound), CONFIDENCE, accuracy.noise))
                 continue
+        if agg.kind is AggregateKind.HIERARCHICAL_COUNT and set(parts) == {StepPart.VALUE}:
+            out.append(_census(name, agg, parts[StepPart.VALUE], size))
+            continue
         if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.VALUE}:  # sum / public n
             accuracy = planned_accuracy(parts[StepPart.VALUE], size)
             if accuracy is not None:
@@ -136,6 +140,21 @@ def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[
             )
         )
     return out
+
+
+def _census(name: str, agg: AggregateIR, step: PlanStep, dimension: int) -> ExpectedError:
+    """A census table: the raw noisy counts' bound per level (its ``_noisy_error95``), the largest as the bound."""
+    levels = STATISTICS[agg.kind].noise_steps(agg, step)
+    bounds = [planned_accuracy(s, dimension) for s in levels]
+    if any(b is None for b in bounds):
+        return ExpectedError(name, agg.kind.value, None, CONFIDENCE, "no number before the data is read")
+    figures = [float(b.error_bound) for b in bounds if b is not None]
+    per_level = ", ".join(f"{level} ±{_number(f)}" for level, f in zip(("total", *agg.columns), figures, strict=True))
+    how = (
+        f"the raw noisy counts per level: {per_level}; the consistent counts are their post-processing "
+        "(no per-value bound; docs/census.md measures their error)"
+    )
+    return ExpectedError(name, agg.kind.value, max(figures), CONFIDENCE, how)
 
 
 def _private_n_mean(

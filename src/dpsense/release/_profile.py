@@ -18,6 +18,7 @@ The privacy-unit column accepts ``refuse`` (default) or ``drop`` for rows withou
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -29,7 +30,8 @@ from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import ratio_text
 from dpsense.engine import TableInfo
 from dpsense.query import AggregateKind, ColumnKind, QueryIR, Schema
-from dpsense.query._schema import TYPICAL_KINDS, check_bounds, check_typical
+from dpsense.query._hierarchy import declare_hierarchy
+from dpsense.query._schema import TYPICAL_KINDS, Hierarchy, check_bounds, check_typical
 from dpsense.query._values import PublicValue, normalise_set
 
 PROFILE_VERSION = 1
@@ -103,6 +105,8 @@ class Profile:
     #: Replace adjacency only: the number of privacy units in the snapshot (after the data policies).
     #: Every neighbour under replace has as many, so it is public (recorded at registration, ``units_of``).
     units: int | None = None
+    #: The declared hierarchies of group columns by name (census tables; ``query._hierarchy``).
+    hierarchies: dict[str, Hierarchy] = field(default_factory=dict)
 
     def schema(self) -> Schema:
         """The query Schema: column kinds with the declared bounds and keys; the unit column as ``unit``."""
@@ -111,7 +115,7 @@ class Profile:
         bounds = {n: c.bounds for n, c in self.columns.items() if c.bounds is not None}
         keys = {n: c.keys for n, c in self.columns.items() if c.keys is not None}
         typical = {n: c.typical for n, c in self.columns.items() if c.typical is not None}
-        return Schema(kinds, bounds=bounds, keys=keys, typical=typical)
+        return Schema(kinds, bounds=bounds, keys=keys, typical=typical, hierarchies=self.hierarchies)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (stored in the ledger and in every release record)."""
@@ -127,6 +131,12 @@ class Profile:
             "budget": self.budget,
             "max_groups_per_unit": dict(sorted(self.max_groups_per_unit.items())),
             **({} if self.units is None else {"units": self.units}),
+            # only when declared, so that the profiles stored before hierarchies existed read the same
+            **(
+                {"hierarchies": {n: h.to_json() for n, h in sorted(self.hierarchies.items())}}
+                if self.hierarchies
+                else {}
+            ),
         }
 
     @classmethod
@@ -145,6 +155,7 @@ class Profile:
             budget=dict(doc.get("budget") or {}),
             max_groups_per_unit={str(k): int(v) for k, v in (doc.get("max_groups_per_unit") or {}).items()},
             units=None if doc.get("units") is None else int(doc["units"]),
+            hierarchies={str(n): Hierarchy.from_json(h) for n, h in (doc.get("hierarchies") or {}).items()},
         )
 
 
@@ -185,6 +196,7 @@ def build_profile(
     max_rows_per_unit: int | None,
     max_groups_per_unit: Mapping[str, int] | None = None,
     typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
+    hierarchies: Mapping[str, object] | None = None,
 ) -> Profile:
     """The profile of a table from its public schema and the steward's declarations (no data read)."""
     names = info.column_names
@@ -241,8 +253,9 @@ def build_profile(
         columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy, col_typical)
     caps = _group_caps(max_groups_per_unit or {}, columns)
     profile = Profile(unit, adjacency, columns, max_rows_per_unit, unit_policy, max_groups_per_unit=caps)
-    profile.schema()  # validates kinds against bounds and keys
-    return profile
+    schema = profile.schema()  # validates kinds against bounds and keys
+    trees = {name: declare_hierarchy(name, spec, schema) for name, spec in (hierarchies or {}).items()}
+    return dataclasses.replace(profile, hierarchies=trees) if trees else profile
 
 
 def _group_caps(declared: Mapping[str, int], columns: Mapping[str, ColumnProfile]) -> dict[str, int]:

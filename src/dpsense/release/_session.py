@@ -225,6 +225,7 @@ class Session:
         max_rows_per_unit: int | None = None,
         max_groups_per_unit: Mapping[str, int] | None = None,
         typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
+        hierarchies: Mapping[str, Mapping[str, Any]] | None = None,
         snapshot: str = "v1",
         progress: Progress = no_progress,
     ) -> Dataset:
@@ -236,6 +237,9 @@ class Session:
         declared per-column policies (``refuse`` / ``drop`` / ``clamp``). ``max_groups_per_unit``
         declares per group column how many of its values one unit may touch (e.g. ``{"region": 1}``: a
         person lives in one region); queries grouped by it use that bound unless they state their own.
+        ``hierarchies`` declares public hierarchies of group columns for census tables, e.g.
+        ``{"geo": {"levels": ["region", "district"], "keys": [("north", "n1"), ("south", "s1")]}}``: the
+        levels from the top down and the leaf key set (each child under one parent; docs/census.md).
         ``typical`` declares per bounded numeric column the range most values lie in (e.g.
         ``{"latency_ms": (0, 2000)}`` under bounds (0, 10**6)): a public hint, not a bound; a mean or sum
         over bounds at least ``ADAPTIVE_WIDTH_RATIO`` times wider than its power-of-two cover defaults to
@@ -269,6 +273,7 @@ class Session:
             max_rows_per_unit,
             max_groups_per_unit or {},
             typical or {},
+            hierarchies or {},
         )
         if name in self._datasets:
             raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")

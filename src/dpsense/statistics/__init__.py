@@ -22,6 +22,7 @@ from dpsense.statistics.approx_bounds import ApproxBounds
 from dpsense.statistics.clipped_count import ClippedCount
 from dpsense.statistics.count import Count
 from dpsense.statistics.count_units import CountUnits
+from dpsense.statistics.hierarchical_count import HierarchicalCount
 from dpsense.statistics.histogram import Histogram
 from dpsense.statistics.mean import Mean
 from dpsense.statistics.min_distance import MinDistance
@@ -50,6 +51,7 @@ STATISTICS: dict[AggregateKind, Statistic] = {
         MinDistance(),
         TriangleCount(),
         ApproxBounds(),
+        HierarchicalCount(),
     )
 }
 

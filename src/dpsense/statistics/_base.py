@@ -191,9 +191,17 @@ class Statistic:
             )
         raise InternalError(f"{self.kind.value} has no global sensitivity for its {part.value} part")
 
-    def explain_note(self, part: StepPart, public_n: int | None) -> str:
+    def explain_note(self, agg: AggregateIR, part: StepPart, public_n: int | None) -> str:
         """Text the explain report adds after a global step's sensitivity (none by default)."""
         return ""
+
+    def noise_steps(self, agg: AggregateIR, step: PlanStep) -> list[PlanStep]:
+        """The mechanism runs of a global step (itself; a hierarchical count runs one per level at its share)."""
+        return [step]
+
+    def released_groups(self, ir: QueryIR, agg: AggregateIR) -> tuple[GroupColumns, list[Any]] | None:
+        """The released table's key columns and keys when they are not the query's grouping (None: they are)."""
+        return None
 
     # -- how it runs on the engine seam --------------------------------------------------------------
 

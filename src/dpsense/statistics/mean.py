@@ -129,7 +129,7 @@ class Mean(Statistic):
             return public_n_mean_sensitivity(bounds_of(agg), n=facts.public_n, adjacency=facts.adjacency, rows=rows)
         return sum_sensitivity_for(bounds_of(agg), adjacency=facts.adjacency, rows=rows, grouped=facts.grouped)
 
-    def explain_note(self, part: StepPart, public_n: int | None) -> str:
+    def explain_note(self, agg: AggregateIR, part: StepPart, public_n: int | None) -> str:
         """The public n of a one-step mean."""
         return f" (mean over the public n = {public_n})" if part is StepPart.VALUE and public_n is not None else ""
 

@@ -25,6 +25,7 @@ EXAMPLES = {
     AggregateKind.APPROX_BOUNDS: {"column": "x", "max_rows_per_unit": 2},
     AggregateKind.MIN_DISTANCE: {"columns": ["p", "q"], "bounds": (0, 1)},
     AggregateKind.TRIANGLE_COUNT: {"columns": ["s", "t"], "proposed_bound": 4},
+    AggregateKind.HIERARCHICAL_COUNT: {"hierarchy": "geo", "split": [1, "1", 2]},
 }
 
 
@@ -64,6 +65,8 @@ def test_every_field_a_statistic_accepts_reaches_its_aggregate(kind: AggregateKi
         "keys": ["z"],
         "q": "0.3",
         "trim_fraction": "0.2",
+        "hierarchy": "geo2",
+        "split": [1, 2, 3],
     }
     allowed, _ = AGGREGATE_FIELDS[kind]
     for name, value in changed.items():
