@@ -68,7 +68,7 @@ class SchemeError(ValueError):
         super().__init__(f"scheme field {field!r}: {rule}. Fix: {fix}")
 
 
-def _describe(value: object) -> str:
+def describe_value(value: object) -> str:
     """A short, safe description of a bad value: small scalars verbatim, everything else by type and size."""
     if isinstance(value, bool) or value is None:
         return repr(value)
@@ -82,7 +82,7 @@ def _describe(value: object) -> str:
 
 def _int(field: str, value: object, lo: int, hi: int) -> int:
     if type(value) is not int or not lo <= value <= hi:
-        rule = f"must be an integer in [{lo}, {hi}], got {_describe(value)}"
+        rule = f"must be an integer in [{lo}, {hi}], got {describe_value(value)}"
         raise SchemeError(field, rule, f"pass {field}={lo}..{hi}")
     return value
 
@@ -97,9 +97,9 @@ def _epsilon(field: str, value: object) -> Fraction:
     ):
         eps = Fraction(value)
     else:
-        raise SchemeError(field, f"must be a positive decimal string, got {_describe(value)}", fix)
+        raise SchemeError(field, f"must be a positive decimal string, got {describe_value(value)}", fix)
     if not 0 < eps <= MAX_EPSILON:
-        raise SchemeError(field, f"must lie in (0, {MAX_EPSILON}], got {_describe(value)}", fix)
+        raise SchemeError(field, f"must lie in (0, {MAX_EPSILON}], got {describe_value(value)}", fix)
     return eps
 
 
@@ -116,7 +116,7 @@ def _decimal_text(value: Fraction) -> str | None:
 def _strings(field: str, value: object, *, lo: int, hi: int) -> tuple[str, ...]:
     fix = f"pass {field} as a list of {lo}..{hi} distinct non-empty strings of at most {MAX_VALUE_CHARS} characters"
     if not isinstance(value, list | tuple) or not lo <= len(value) <= hi:
-        raise SchemeError(field, f"must be a list of {lo}..{hi} strings, got {_describe(value)}", fix)
+        raise SchemeError(field, f"must be a list of {lo}..{hi} strings, got {describe_value(value)}", fix)
     for i, item in enumerate(value):
         if not isinstance(item, str) or not 1 <= len(item) <= MAX_VALUE_CHARS:
             raise SchemeError(field, f"entry {i} must be a non-empty string of <= {MAX_VALUE_CHARS} chars", fix)
@@ -389,7 +389,7 @@ class PrefixScheme(_SchemeBase):
     def __post_init__(self) -> None:
         a = self.alphabet
         if not isinstance(a, str) or not 1 <= len(a) <= 128 or len(set(a)) != len(a) or PAD in a:
-            rule = f"must be 1..128 distinct characters without NUL, got {_describe(a)}"
+            rule = f"must be 1..128 distinct characters without NUL, got {describe_value(a)}"
             raise SchemeError("alphabet", rule, 'pass e.g. alphabet="abcdefghijklmnopqrstuvwxyz"')
         _int("max_length", self.max_length, 1, 64)
         _int("segment_length", self.segment_length, 1, self.max_length)
@@ -429,13 +429,13 @@ def scheme_from_json(obj: object) -> Scheme:
     or NaN for ε (ε travels as a decimal string), sizes beyond the caps.
     """
     if not isinstance(obj, Mapping):
-        raise SchemeError("(scheme)", f"must be a JSON object, got {_describe(obj)}", "pass the dict of to_json()")
+        raise SchemeError("(scheme)", f"must be a JSON object, got {describe_value(obj)}", "pass the dict of to_json()")
     kind = obj.get("scheme")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise SchemeError("scheme", f"must be one of {sorted(_KINDS)}, got {_describe(kind)}", "name a known scheme")
+        raise SchemeError("scheme", f"must be one of {sorted(_KINDS)}, got {describe_value(kind)}", "name a known scheme")
     if obj.get("version") != _VERSION or type(obj.get("version")) is not int:
-        rule = f"must be {_VERSION}, got {_describe(obj.get('version'))}"
+        rule = f"must be {_VERSION}, got {describe_value(obj.get('version'))}"
         raise SchemeError("version", rule, f"pass version={_VERSION}")
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(str(k)[:40] for k in obj if k not in {"scheme", "version", *names})
@@ -446,9 +446,9 @@ def scheme_from_json(obj: object) -> Scheme:
         raise SchemeError(missing[0], f"is required by the {kind} scheme", f"pass all of {names}")
     for name in cls._EPSILON_FIELDS:
         if not isinstance(obj[name], str):
-            raise SchemeError(name, f"must be a decimal string, got {_describe(obj[name])}", f'pass e.g. {name}="1.5"')
+            raise SchemeError(name, f"must be a decimal string, got {describe_value(obj[name])}", f'pass e.g. {name}="1.5"')
     for name in cls._LIST_FIELDS:
         if not isinstance(obj[name], list):
-            raise SchemeError(name, f"must be a JSON list, got {_describe(obj[name])}", "pass a list of strings")
+            raise SchemeError(name, f"must be a JSON list, got {describe_value(obj[name])}", "pass a list of strings")
     scheme: Scheme = cls(**{n: obj[n] for n in names})
     return scheme
