@@ -101,6 +101,7 @@ STATISTICS: dict[str, tuple[Callable[[], dp.Aggregate], bool]] = {
     "min_distance_ptr": (lambda: dp.min_distance(["x"], mechanism="ptr_min_distance", proposed_bound=1), True),
     "approx_bounds": (lambda: dp.approx_bounds("hours"), True),
     "histogram": (lambda: dp.histogram("region", keys=REGIONS), True),
+    "hierarchical_count": (lambda: dp.hierarchical_count("geo"), True),  # a census table over the regions
 }
 GROUPINGS = ("none", "public_keys", "selected_keys")
 
@@ -131,6 +132,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dp.Session]:
                     policies={"hours": "clamp", "x": "clamp"},  # NULLs stay missing (the NULL-only columns)
                     max_rows_per_unit=3,
                     max_groups_per_unit={"region": 1, "team": 1},
+                    hierarchies={"geo": {"levels": ["region"], "keys": [[r] for r in REGIONS]}},
                     budget=dp.Budget(epsilon=100_000, delta=1e-7),
                     policy=policy(population=1000, per_release_epsilon=2, delta_rationale="δ = 1e-7 < 1/10^4"),
                 )
@@ -149,6 +151,8 @@ def _query(s: dp.Session, view: str, adjacency: str, stat: str, grouping: str) -
 
 
 def _expected_rows(stat: str, grouping: str) -> int | None:
+    if stat == "hierarchical_count":
+        return 1 + len(REGIONS)  # the total and each region
     if grouping == "public_keys" or stat == "histogram":
         return len(REGIONS)
     if grouping == "selected_keys":
