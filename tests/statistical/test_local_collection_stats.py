@@ -9,7 +9,7 @@
   homogeneity on one client's summary), and a simulator at ε x 1.3 or 0.7 is told apart.
 * RAPPOR decoding on 10^5 Zipf(1.1) clients over 1 000 candidates at ε∞ = ln 3 (1.0986): recall of
   the true top 10 and false discoveries among 100 decoys nobody holds (figures in the test and
-  docs/math/local-collection.md §6).
+  docs/math/local-collection.md §13.10).
 * Memoization audit: a real client reports one value 1 000 times; an attacker majority-votes each bit
   and guesses the value. Its likelihood ratio stays within e^ε∞ for the memoizing client, and goes far
   beyond it for a broken client that redraws its permanent response per report.
@@ -214,7 +214,7 @@ def test_rappor_recovers_the_zipf_head(epsilon_lifetime: Fraction, num_hashes: i
         f"top-10 by estimate {len(by_estimate & top10)}/10, false discoveries {false_discoveries}/100 decoys, "
         f"selected {table.details['selected']}, eps_per_report {scheme.guarantee()['epsilon_per_report']}"
     )
-    # The figures stated in docs/math/local-collection.md §6 (deterministic seed). At ε∞ = ln 3 any
+    # The figures stated in docs/math/local-collection.md §13.10 (deterministic seed). At ε∞ = ln 3 any
     # ε-LDP frequency oracle has a standard error near 550 counts here, and rank 10 holds 1 426 users
     # (z ≈ 2.6 against a Bonferroni threshold of 3.3): ranks 7-10 are out of reach at this budget.
     assert false_discoveries == 0

@@ -1,7 +1,7 @@
 """Exact samplers in pure Python: uniform integers by rejection, Bernoulli(c/(e^a + c)) by lazy comparison.
 
 Every randomized-response probability of the device clients has the form ``P = c/(e^a + c)`` with a
-positive integer c and a positive rational a (docs/math/local-collection.md §1.2). ``P`` is irrational
+positive integer c and a positive rational a (docs/math/local-collection.md §13.2). ``P`` is irrational
 (e^a is transcendental), so it has one binary expansion ``0.D1 D2 ...`` (32-bit blocks). A draw takes
 uniform 32-bit words ``U1, U2, ...`` and returns ``U_j < D_j`` at the first ``j`` with ``U_j != D_j``:
 that is the event ``V < P`` for the uniform real ``V = 0.U1 U2 ...``, of probability exactly ``P``.

@@ -2,9 +2,9 @@
 
 Every client is a pure function of its scheme, its value and fresh exact random draws (plus, for
 RAPPOR, the memoized permanent response). Reports are plain dicts of ints and hex strings
-(docs/math/local-collection.md §1.3 lists their shapes); the server validates them strictly.
+(docs/math/local-collection.md §13.3 lists their shapes); the server validates them strictly.
 Guarantees (adjacency: replace one user's input): see each scheme's ``guarantee()`` and
-docs/math/local-collection.md §2.
+docs/math/local-collection.md §13.4-§13.7.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class RapporClient:
     JSON): the lifetime bound ε∞ holds only while the memo survives (a lost memo draws a new permanent
     response, and the two compose). ``cohort`` defaults to ``cohort_of(client_id)``, a public function
     of the identifier. Guarantee: ε∞-LDP over all reports about one value, ε1-LDP per report
-    (Erlingsson-Pihur-Korolova 2014, Thms 1-2; docs/math/local-collection.md §2.1).
+    (Erlingsson-Pihur-Korolova 2014, Thms 1-2; docs/math/local-collection.md §13.4).
     """
 
     def __init__(
@@ -116,7 +116,7 @@ class RapporClient:
 
 
 class CmsClient:
-    """A count-mean-sketch client: ``{"hash": j, "bits": hex of num_buckets bits}``, ε-LDP per report (§2.2)."""
+    """A count-mean-sketch client: ``{"hash": j, "bits": hex of num_buckets bits}``, ε-LDP per report (§13.5)."""
 
     def __init__(self, scheme: CmsScheme) -> None:
         if not isinstance(scheme, CmsScheme):
@@ -129,7 +129,7 @@ class CmsClient:
 
 
 class HcmsClient:
-    """A Hadamard count-mean-sketch client: ``{"hash": j, "coordinate": l, "bit": 0|1}``, ε-LDP per report (§2.3)."""
+    """A Hadamard count-mean-sketch client: ``{"hash": j, "coordinate": l, "bit": 0|1}``, ε-LDP per report (§13.6)."""
 
     def __init__(self, scheme: HcmsScheme) -> None:
         if not isinstance(scheme, HcmsScheme):
@@ -159,7 +159,7 @@ class _DictionaryClient:
 
 
 class KrrClient(_DictionaryClient):
-    """A k-ary randomized-response client: ``{"index": i}`` into the dictionary, ε-LDP per report (§2.4)."""
+    """A k-ary randomized-response client: ``{"index": i}`` into the dictionary, ε-LDP per report (§13.7)."""
 
     def __init__(self, scheme: KrrScheme) -> None:
         if not isinstance(scheme, KrrScheme):
@@ -177,7 +177,7 @@ class KrrClient(_DictionaryClient):
 
 
 class OueClient(_DictionaryClient):
-    """An optimized-unary-encoding client: ``{"bits": hex of K bits}``, ε-LDP per report (§2.4)."""
+    """An optimized-unary-encoding client: ``{"bits": hex of K bits}``, ε-LDP per report (§13.7)."""
 
     def __init__(self, scheme: OueScheme) -> None:
         if not isinstance(scheme, OueScheme):
@@ -199,7 +199,7 @@ def prefix_level_of(client_id: str, scheme: PrefixScheme) -> int:
 
 
 class PrefixClient:
-    """A prefix heavy-hitter client: ``{"level": t, "hash": j, "bits": hex}``, ε-LDP per report (§5).
+    """A prefix heavy-hitter client: ``{"level": t, "hash": j, "bits": hex}``, ε-LDP per report (§13.9).
 
     The client reports the prefix of its padded value at its level (``prefix_level_of(client_id)``
     unless ``level`` is given) through a count-mean sketch.

@@ -1,4 +1,4 @@
-"""The public hash functions and bit encodings that device and server share (docs/math/local-collection.md §1.1).
+"""The public hash functions and bit encodings that device and server share (docs/math/local-collection.md §13.1).
 
 All are deterministic, unkeyed and public: the server evaluates them on its candidate dictionary.
 A value is hashed as its UTF-8 bytes, after a domain tag and big-endian indices.

@@ -3,10 +3,10 @@
 A scheme is a frozen dataclass with ``to_json()``, ``fingerprint()`` and ``guarantee()``;
 ``scheme_from_json(obj)`` rebuilds one from hostile JSON strictly. Every ε is an exact rational,
 written as a decimal string in JSON ("1.0986"); every report probability is ``c/(e^a + c)`` with a
-positive integer c and a rational a, sampled exactly (docs/math/local-collection.md §1.2). Sizes are
+positive integer c and a rational a, sampled exactly (docs/math/local-collection.md §13.2). Sizes are
 capped so that no registered scheme makes a server allocate more than a few tens of MiB per summary.
 
-Guarantees (adjacency: replace one user's input; docs/math/local-collection.md §2):
+Guarantees (adjacency: replace one user's input; docs/math/local-collection.md §13.4-§13.7):
 
 * ``RapporScheme``: ε∞ over the lifetime of one value (the memoized permanent randomized response),
   ε1 < ε∞ per report (Erlingsson-Pihur-Korolova, CCS 2014, Thms 1-2).
@@ -208,7 +208,7 @@ class RapporScheme(_SchemeBase):
     _THEOREM: ClassVar[str] = (
         "RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014, Theorems 1 and 2): the memoized permanent randomized "
         "response of a Bloom filter with h hashes is eps_lifetime-LDP for one value over any number of "
-        "reports, and one report is eps_per_report-LDP; docs/math/local-collection.md §2.1"
+        "reports, and one report is eps_per_report-LDP; docs/math/local-collection.md §13.4"
     )
 
     def __post_init__(self) -> None:
@@ -271,7 +271,7 @@ class CmsScheme(_SketchScheme):
     kind: ClassVar[str] = "cms"
     _THEOREM: ClassVar[str] = (
         "Count Mean Sketch (Apple Differential Privacy Team, Learning with Privacy at Scale, 2017, Theorem 3.1): "
-        "each report is eps-LDP; docs/math/local-collection.md §2.2"
+        "each report is eps-LDP; docs/math/local-collection.md §13.5"
     )
 
     @property
@@ -292,7 +292,7 @@ class HcmsScheme(_SketchScheme):
     kind: ClassVar[str] = "hcms"
     _THEOREM: ClassVar[str] = (
         "Hadamard Count Mean Sketch (Apple Differential Privacy Team, Learning with Privacy at Scale, 2017, "
-        "Theorem 3.5): each one-bit report is eps-LDP; docs/math/local-collection.md §2.3"
+        "Theorem 3.5): each one-bit report is eps-LDP; docs/math/local-collection.md §13.6"
     )
 
     def __post_init__(self) -> None:
@@ -369,7 +369,7 @@ class PrefixScheme(_SchemeBase):
     min((t+1)·segment_length, max_length). Each client belongs to one level (a public function of its
     identifier) and reports its prefix at that level through a count-mean sketch (``CmsScheme`` law
     with ``num_hashes``, ``num_buckets``, ε): ε-LDP per report. The server extends the top prefixes
-    level by level (Wang-Li-Jha PEM, IEEE TDSC 2019; Apple's SFP, 2017); docs/math/local-collection.md §5.
+    level by level (Wang-Li-Jha PEM, IEEE TDSC 2019; Apple's SFP, 2017); docs/math/local-collection.md §13.9.
     """
 
     alphabet: str
@@ -383,7 +383,7 @@ class PrefixScheme(_SchemeBase):
     _THEOREM: ClassVar[str] = (
         "Prefix extension through a Count Mean Sketch (Wang, Li, Jha, PEM, IEEE TDSC 2019; Apple Differential "
         "Privacy Team 2017, SFP): each client reports one prefix once, eps-LDP per report (CMS Theorem 3.1); "
-        "docs/math/local-collection.md §5"
+        "docs/math/local-collection.md §13.9"
     )
 
     def __post_init__(self) -> None:

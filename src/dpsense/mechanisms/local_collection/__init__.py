@@ -31,6 +31,7 @@ from dpsense.mechanisms.local_collection._decode import (
     estimate_dictionary,
     estimate_prefix,
     estimate_sketch,
+    padded,
     prefix_variance,
     sketch_variance,
 )
@@ -83,7 +84,7 @@ def estimate(
     Estimators: k-RR/OUE (Wang et al. 2017; candidates default to the dictionary), CMS/HCMS
     (Apple 2017), prefix scheme (last level, scaled), RAPPOR (regression on the candidates' Bloom
     bits: non-negative Lasso selection when ``select``, least squares, significance at α/M;
-    docs/math/local-collection.md §4). ``significant`` flags estimates above the one-sided
+    docs/math/local-collection.md §13.8). ``significant`` flags estimates above the one-sided
     Bonferroni threshold at family-wise level ``alpha`` over the candidates.
     """
     _check_summary(scheme, summary)
@@ -124,13 +125,14 @@ def theoretical_variance(
     """The variance of ``estimate``'s count for a value held by ``true_count`` of n users (inputs fixed).
 
     The variance over the randomizers' coins with the users' values (and, for RAPPOR and the
-    prefix scheme, their cohorts and levels) held fixed (docs/math/local-collection.md §3-§5):
+    prefix scheme, their cohorts and levels) held fixed (docs/math/local-collection.md §13.4-§13.9):
 
     * k-RR / OUE: the exact formulas of docs/math/local-dp.md (``true_count`` may be an array).
     * CMS / HCMS: (m/(m-1))^2 [n(c^2-1)/4 + Σ P_u(1-P_u)] resp. (m/(m-1))^2 [n c^2 - f - Σ P_u^2]
       over the users of other values; exact for fixed hash functions when ``candidate`` and
       ``population`` (value -> count) are given, else averaged over random hash functions.
-    * prefix: the last level's CMS variance scaled by (n/n_T)^2, n_T = ``level_size`` (default n/T).
+    * prefix: the last level's CMS variance scaled by (n/n_T)^2, n_T = ``level_size`` (default n/T),
+      each value's level count taken as its share n_T/n of its count (exact collisions as for CMS).
     * RAPPOR: N^2 σ^2 [G^-1]_vv of least squares on all ``candidates`` (no selection), G the
       cohort-weighted Gram matrix of their Bloom bits; needs ``candidates``, ``candidate`` and
       ``cohort_sizes``; ``true_count`` does not enter (the symmetric channel's noise is data-free).
@@ -142,7 +144,12 @@ def theoretical_variance(
             raise UsageError("RAPPOR's variance needs candidates, candidate and cohort_sizes", None, "pass all three")
         return np.asarray(rappor_variance(scheme, candidates, cohort_sizes)[list(candidates).index(candidate)])
     if isinstance(scheme, PrefixScheme):
-        size = level_size if level_size is not None else n / scheme.levels
-        return prefix_variance(scheme, n=n, true_count=true_count, level_size=int(size))
+        size = int(level_size if level_size is not None else n / scheme.levels)
+        exact = None
+        if candidate is not None and population is not None:  # the level's share of each value, padded
+            last = scheme.levels - 1
+            level_population = {padded(scheme, v, last): c * size / n for v, c in population.items()}
+            exact = collision_term(scheme, padded(scheme, candidate, last), level_population)
+        return prefix_variance(scheme, n=n, true_count=true_count, level_size=size, collision=exact)
     exact = None if candidate is None or population is None else collision_term(scheme, candidate, population)
     return sketch_variance(scheme, n=n, true_count=true_count, collision=exact)

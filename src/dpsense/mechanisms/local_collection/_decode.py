@@ -2,9 +2,9 @@
 
 Every estimate is post-processing of ε-LDP reports (Dwork-Roth Prop. 2.1), so it carries the
 scheme's local guarantee (``scheme.guarantee()``) under the adjacency "replace one user's input".
-Estimators and their fixed-input variances: docs/math/local-collection.md §3 (GRR/OUE: Wang-Blocki-
+Estimators and their fixed-input variances: docs/math/local-collection.md §13.3 (GRR/OUE: Wang-Blocki-
 Li-Jha, USENIX Security 2017; CMS/HCMS: Apple Differential Privacy Team, "Learning with Privacy at
-Scale", 2017, with the variance derived in §3.3 and §3.4 for fixed inputs and fixed hash functions).
+Scale", 2017, with the variance derived in §13.5 and §13.6 for fixed inputs and fixed hash functions).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def sketch_variance(
     true_count: Any,
     collision: Any = None,
 ) -> F64:
-    """Fixed-input variance of the sketch estimate (docs/math/local-collection.md §3.3, §3.4).
+    """Fixed-input variance of the sketch estimate (docs/math/local-collection.md §13.5, §13.6).
 
     ``collision`` is Σ over the n - f users holding another value of P_u(1-P_u) (CMS) or P_u^2 (HCMS),
     P_u the fraction of hash functions under which that value collides with the candidate; None uses
@@ -189,7 +189,7 @@ def sketch_variance(
 
 
 def collision_term(
-    scheme: CmsScheme | HcmsScheme | PrefixScheme, candidate: str, population: Mapping[str, int]
+    scheme: CmsScheme | HcmsScheme | PrefixScheme, candidate: str, population: Mapping[str, float]
 ) -> float:
     """The exact ``collision`` of ``sketch_variance`` for fixed hash functions and a known population."""
     others = [v for v in population if v != candidate]
@@ -236,15 +236,18 @@ def level_estimate(scheme: PrefixScheme, summary: Summary, level: int, prefixes:
     return scale * counts, scale * np.sqrt(variance)
 
 
-def prefix_variance(scheme: PrefixScheme, *, n: int, true_count: Any, level_size: int) -> F64:
-    """Variance of the last-level estimate scaled to n clients: (n/n_T)^2 Var_CMS(n_T, f n_T/n), groups fixed."""
+def prefix_variance(scheme: PrefixScheme, *, n: int, true_count: Any, level_size: int, collision: Any = None) -> F64:
+    """Variance of the last-level estimate scaled to n clients: (n/n_T)^2 Var_CMS(n_T, f n_T/n), groups fixed.
+
+    ``collision`` is the last level's ``sketch_variance`` collision term (None: hash-averaged).
+    """
     f = np.asarray(true_count, dtype=np.float64)
-    inner = sketch_variance(scheme, n=level_size, true_count=f * level_size / n)
+    inner = sketch_variance(scheme, n=level_size, true_count=f * level_size / n, collision=collision)
     return np.asarray((n / level_size) ** 2 * inner, dtype=np.float64)
 
 
 def estimate_prefix(scheme: PrefixScheme, summary: Summary, candidates: Sequence[str]) -> FrequencyTable:
-    """Counts of full values from the last level's sketch, scaled to all clients (docs/math/local-collection.md §5)."""
+    """Counts of full values from the last level's sketch, scaled to all clients (docs/math/local-collection.md §13.9)."""
     names = list(candidates)
     last = scheme.levels - 1
     counts, se = level_estimate(scheme, summary, last, [padded(scheme, v, last) for v in names])

@@ -5,7 +5,7 @@ the length-g_t prefix of its NUL-padded value through a count-mean sketch (ε-LD
 server estimates every one-segment extension of the previous level's ``beam`` best prefixes and keeps
 the best ``beam`` again; at the last level it returns the ``top`` best full values. This is the
 prefix-extending method of Wang-Li-Jha (PEM, IEEE TDSC 2019), with Apple's count-mean sketch
-(2017; its SFP also reports value fragments) as the frequency oracle: docs/math/local-collection.md §5.
+(2017; its SFP also reports value fragments) as the frequency oracle: docs/math/local-collection.md §13.9.
 Post-processing of the reports: the scheme's ε per report is the whole cost.
 """
 
@@ -57,7 +57,7 @@ def heavy_hitters(
 
     Guarantee: post-processing of ε-LDP reports (each client reports one prefix once; adjacency:
     replace one user's input), so ε per report is the whole cost (PEM, Wang-Li-Jha, IEEE TDSC 2019;
-    count-mean sketch, Apple 2017; docs/math/local-collection.md §5). ``beam`` (default 4·top,
+    count-mean sketch, Apple 2017; docs/math/local-collection.md §13.9). ``beam`` (default 4·top,
     at most 256) prefixes survive each level; ``significant`` flags estimates above the one-sided
     Bonferroni threshold over the last level's candidates at family-wise level ``alpha``.
     """

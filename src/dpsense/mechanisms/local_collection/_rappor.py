@@ -1,11 +1,11 @@
 """RAPPOR decoding: unbiased Bloom-bit counts, a non-negative Lasso to select candidates, then weighted OLS.
 
-Follows Erlingsson-Pihur-Korolova (CCS 2014, §4 "Decoding"): estimate the true number of clients of
+Follows Erlingsson-Pihur-Korolova (CCS 2014, §13.8 "Decoding"): estimate the true number of clients of
 cohort j with Bloom bit i set, t̂_ji = (c_ji - ρ n_j)/(1 - 2ρ); regress t̂ on the candidates' Bloom
 bits (Lasso to select, then least squares on the selected set); keep the candidates whose
 coefficients are significant at level α/M (Bonferroni over the M candidates). With the symmetric
 channel the noise of t̂_ji has variance exactly n_j ρ(1-ρ)/(1-2ρ)^2 whatever the data, so the
-least-squares covariance is exact for a fixed selection (docs/math/local-collection.md §4).
+least-squares covariance is exact for a fixed selection (docs/math/local-collection.md §13.8).
 Post-processing of ε-LDP reports: the scheme's guarantee (ε∞ lifetime, ε1 per report) is unchanged.
 """
 

@@ -1,6 +1,6 @@
 """Additive sufficient statistics of local-DP reports: strict report validation, merge, strict JSON.
 
-A ``Summary`` holds, per scheme, the counters every estimator needs (docs/math/local-collection.md §3):
+A ``Summary`` holds, per scheme, the counters every estimator needs (docs/math/local-collection.md §13.3):
 RAPPOR per-cohort bit counts and cohort sizes; CMS per-hash bucket counts of 1-bits and hash sizes;
 HCMS per (hash, coordinate) signed sums; k-RR counts per entry; OUE 1-bit counts per entry; the
 prefix scheme per-level CMS counters. Summaries of disjoint report batches add up exactly (``merge``),
