@@ -433,7 +433,8 @@ def scheme_from_json(obj: object) -> Scheme:
     kind = obj.get("scheme")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise SchemeError("scheme", f"must be one of {sorted(_KINDS)}, got {describe_value(kind)}", "name a known scheme")
+        rule = f"must be one of {sorted(_KINDS)}, got {describe_value(kind)}"
+        raise SchemeError("scheme", rule, "name a known scheme")
     if obj.get("version") != _VERSION or type(obj.get("version")) is not int:
         rule = f"must be {_VERSION}, got {describe_value(obj.get('version'))}"
         raise SchemeError("version", rule, f"pass version={_VERSION}")
@@ -446,7 +447,8 @@ def scheme_from_json(obj: object) -> Scheme:
         raise SchemeError(missing[0], f"is required by the {kind} scheme", f"pass all of {names}")
     for name in cls._EPSILON_FIELDS:
         if not isinstance(obj[name], str):
-            raise SchemeError(name, f"must be a decimal string, got {describe_value(obj[name])}", f'pass e.g. {name}="1.5"')
+            rule = f"must be a decimal string, got {describe_value(obj[name])}"
+            raise SchemeError(name, rule, f'pass e.g. {name}="1.5"')
     for name in cls._LIST_FIELDS:
         if not isinstance(obj[name], list):
             raise SchemeError(name, f"must be a JSON list, got {describe_value(obj[name])}", "pass a list of strings")

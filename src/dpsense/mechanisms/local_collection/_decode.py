@@ -247,7 +247,10 @@ def prefix_variance(scheme: PrefixScheme, *, n: int, true_count: Any, level_size
 
 
 def estimate_prefix(scheme: PrefixScheme, summary: Summary, candidates: Sequence[str]) -> FrequencyTable:
-    """Counts of full values from the last level's sketch, scaled to all clients (docs/math/local-collection.md §13.9)."""
+    """Counts of full values from the last level's sketch, scaled to all clients.
+
+    See docs/math/local-collection.md §13.9.
+    """
     names = list(candidates)
     last = scheme.levels - 1
     counts, se = level_estimate(scheme, summary, last, [padded(scheme, v, last) for v in names])
