@@ -43,7 +43,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,16 +52,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import numpy as np
 import pandas as pd
 
+from _service import cpu_seconds, drop_schema, fresh_schema, machine_busy, start_service
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.ledger import ChargeState, Ledger, Scope
 
-PG_URL = os.environ.get("DPSENSE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SPENT = {ChargeState.RESERVED, ChargeState.COMMITTED, ChargeState.FAILED, ChargeState.ABANDONED}
 #: Each release's ε in thousandths (distinct values make distinct, charged queries).
 EPSILON_MILLI = (10, 50)
@@ -122,28 +120,6 @@ def _args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _fresh_schema() -> tuple[str, str]:
-    import psycopg
-
-    schema = f"dpsense_load_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    return schema, f"{PG_URL}?options={quote(f'-csearch_path={schema}')}"
-
-
-def _drop_schema(schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _write_data(path: Path, persons: int) -> None:
     person = np.repeat(np.arange(persons), 3)
     row = np.arange(person.size)
@@ -156,31 +132,6 @@ def _write_data(path: Path, persons: int) -> None:
         }
     )
     frame.to_csv(path, index=False)
-
-
-def _start(args: argparse.Namespace, ledger_url: str, data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    command = [
-        sys.executable, "-m", "dpsense.service", "serve", "--ledger", ledger_url, "--data-dir", str(data_dir),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers),
-        *(["--processes", str(args.processes)] if args.processes != 1 else []),
-        "--min-latency", str(args.min_latency), "--latency-quantum", str(args.latency_quantum),
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the service exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the service did not start in 60 s")
 
 
 def _setup(url: str, steward: str, analysts: list[str], args: argparse.Namespace) -> None:
@@ -316,37 +267,6 @@ async def _load(
     return started
 
 
-def _cpu_seconds(pids: set[int] | None = None, name: str | None = None) -> float:
-    """CPU seconds (user + system) of ``pids`` and their descendants, or of the processes called ``name``."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    rows: dict[int, tuple[int, str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-        rows[int(entry.name)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / ticks)
-    if name is not None:
-        return sum(cpu for _, comm, cpu in rows.values() if comm == name)
-    chosen = set(pids or ())
-    while True:
-        more = {pid for pid, (ppid, _, _) in rows.items() if ppid in chosen and pid not in chosen}
-        if not more:
-            break
-        chosen |= more
-    return sum(rows[pid][2] for pid in chosen if pid in rows)
-
-
-def _machine_busy() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole machine since boot (``/proc/stat``)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
 def _epsilon(loss: PrivacyLoss) -> Fraction:
     assert isinstance(loss, PureDP | ApproxDP)
     return loss.epsilon
@@ -374,7 +294,7 @@ def _overspend(ledger_url: str, analysts: list[str]) -> tuple[Fraction, list[str
 
 def main() -> int:
     args = _args()
-    schema, ledger_url = (None, args.ledger) if args.ledger else _fresh_schema()
+    schema, ledger_url = (None, args.ledger) if args.ledger else fresh_schema()
     root = Path(tempfile.mkdtemp(prefix="dpsense-load-"))
     data_dir = root / "data"
     data_dir.mkdir()
@@ -385,17 +305,20 @@ def main() -> int:
             ledger.add_analyst(name)
         steward = ledger.create_token("steward", role="steward")
         tokens = {a: ledger.create_token(a) for a in analysts}
-    process, url = _start(args, ledger_url, data_dir, root / "server.log")
+    floor = ("--min-latency", str(args.min_latency), "--latency-quantum", str(args.latency_quantum))
+    process, url = start_service(
+        ledger_url, data_dir, root / "server.log", workers=args.workers, processes=args.processes, extra=floor
+    )
     try:
         _setup(url, steward, analysts, args)
         stats = [Stats() for _ in analysts]
         address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-        cpu_before = (_cpu_seconds({process.pid}), _cpu_seconds(name="postgres"), time.process_time())
-        busy_before = _machine_busy()
+        cpu_before = (cpu_seconds({process.pid}), cpu_seconds(name="postgres"), time.process_time())
+        busy_before = machine_busy()
         started = asyncio.run(_load(address, tokens, args, stats))
         elapsed = time.monotonic() - started
-        busy_after = _machine_busy()
-        cpu = (_cpu_seconds({process.pid}), _cpu_seconds(name="postgres"), time.process_time())
+        busy_after = machine_busy()
+        cpu = (cpu_seconds({process.pid}), cpu_seconds(name="postgres"), time.process_time())
         charging = max([s.last_charge for s in stats if s.charged] or [started + elapsed]) - started
         excess, problems = _overspend(ledger_url, analysts)
     finally:
@@ -405,7 +328,7 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             process.kill()
         if schema is not None:
-            _drop_schema(schema)
+            drop_schema(schema)
     server_cpu, pg_cpu, client_cpu = (after - before for after, before in zip(cpu, cpu_before, strict=True))
     machine = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
     latencies = sorted(x for s in stats for x in s.latencies)

@@ -116,14 +116,14 @@ class Tokens:
 
         Raises:
             UnknownAnalyst: the analyst was never added (``add_analyst``).
-            UsageError: ``role`` is not ``"analyst"`` or ``"steward"``; both ``expires_at`` and
+            UsageError: ``role`` is not ``"analyst"``, ``"steward"`` or ``"collector"``; both ``expires_at`` and
                 ``ttl_s`` are given; the expiry is not a finite number after now and at most
                 ``MAX_TOKEN_TTL_S`` ahead.
 
         """
         analyst = _name(analyst, "analyst")
         if role not in ROLES:
-            raise UsageError("a token's role is 'analyst' or 'steward'", role, "pass role='analyst'")
+            raise UsageError("a token's role is 'analyst', 'steward' or 'collector'", role, "pass role='analyst'")
         now = self._context.clock()
         expiry = _expiry(now, expires_at, ttl_s)
         token_id = random_bytes(_ID_BYTES).hex()
@@ -169,7 +169,7 @@ class Tokens:
         matched = parsed is not None and bool(rows) and same_id and same_hash
         if not (matched and live) or revoked_at is not None or role not in ROLES:
             return None
-        return TokenIdentity(token_id, str(analyst), "steward" if role == "steward" else "analyst")
+        return TokenIdentity(token_id, str(analyst), role)
 
     def revoke_token(self, token_id: str) -> bool:
         """Revoke a token by its public id; returns False when no active token has that id."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,11 +45,23 @@ from dpsense.core.errors import (
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP
 from dpsense.engine import Engine
-from dpsense.ledger import Anchor, AuditReport, BudgetStatus, Ledger, ReleaseRecord, Reservation, Scope, StoredRelease
+from dpsense.ledger import (
+    Anchor,
+    AuditReport,
+    BudgetStatus,
+    CollectionInfo,
+    IngestOutcome,
+    Ledger,
+    ReleaseRecord,
+    Reservation,
+    Scope,
+    StoredRelease,
+)
 from dpsense.noise.entropy import is_test_source_active, random_bytes
 from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, by_meaning, plan
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
+from dpsense.release import _collections
 from dpsense.release._admission import admit
 from dpsense.release._datasets import Amendment, Dataset, Declaration, amend, attach, load_stored, register
 from dpsense.release._executor import check_executable, collect_bound, execute
@@ -611,6 +623,59 @@ class Session:
         """``forecast`` of a SQL question (its aggregates by their canonical names), reading no data."""
         parsed = _parse_sql(text, schema_for=self._sql_schema)
         return self.forecast(parsed.query, epsilon=epsilon, delta=delta)
+
+    # ------------------------------------------------------------------ local-DP collections
+
+    def register_collection(
+        self,
+        name: str,
+        *,
+        scheme: Mapping[str, Any],
+        dictionary: Sequence[str] | None = None,
+        max_reports_per_client: int,
+    ) -> CollectionInfo:
+        """Register a local-DP collection (steward): ``dpsense.release._collections.register_collection``."""
+        self._require_steward("register a collection")
+        return _collections.register_collection(
+            self._ledger, name, scheme=scheme, dictionary=dictionary, max_reports_per_client=max_reports_per_client
+        )
+
+    def collections(self) -> list[str]:
+        """Every local-DP collection registered in the ledger."""
+        return self._ledger.collection_names()
+
+    def collection(self, name: str) -> CollectionInfo:
+        """A collection's public declaration and tallies."""
+        return self._ledger.collection(name)
+
+    def ingest_reports(
+        self, name: str, reports: Sequence[Mapping[str, Any]], *, batch_id: str, submitter: str | None = None
+    ) -> IngestOutcome:
+        """Store a batch of device reports: ``dpsense.release._collections.ingest_reports``."""
+        return _collections.ingest_reports(
+            self._ledger, name, submitter=submitter or self.analyst, batch_id=batch_id, reports=reports
+        )
+
+    def estimate_frequencies(
+        self,
+        name: str,
+        *,
+        candidates: Sequence[str] | None = None,
+        top: int | None = None,
+        request_id: str | None = None,
+    ) -> Release:
+        """Frequency estimates of a collection, stored as a release at no central cost.
+
+        See ``dpsense.release._collections.estimate_frequencies``.
+        """
+        return _collections.estimate_frequencies(
+            self._ledger,
+            name,
+            analyst=self.analyst,
+            request_id=request_id or random_bytes(16).hex(),
+            candidates=candidates,
+            top=top,
+        )
 
     def budget(self, dataset: str, scope: Scope | None = None) -> BudgetStatus:
         """Cap, spend and remainder of the dataset's total budget (or of a sub-budget ``scope``)."""

@@ -34,6 +34,7 @@ from dpsense.ledger import Scope
 from dpsense.release import Dataset, Forecast, Session
 from dpsense.service import _errors
 from dpsense.service._body import BodyCheck, load_yaml, off_loop
+from dpsense.service._collections import router as collections_router
 from dpsense.service._deps import ERRORS, Caller, CallerDep, Service
 from dpsense.service._errors import ApiError, validation_document
 from dpsense.service._guard import Guard
@@ -210,7 +211,7 @@ async def list_releases(caller: CallerDep, dataset: Name | None = None) -> dict[
     """Stored releases, oldest first: an analyst sees their own, the steward every one."""
 
     def work(session: Session) -> dict[str, Any]:
-        names = [dataset] if dataset is not None else session.datasets()
+        names = [dataset] if dataset is not None else session.datasets() + session.collections()
         steward = session.role == "steward"
         found = [stored_document(r, with_analyst=steward) for name in names for r in session.history(name)]
         return {"releases": found}
@@ -224,7 +225,7 @@ async def get_release(release_id: int, caller: CallerDep) -> dict[str, Any]:
 
     def work(session: Session) -> dict[str, Any]:
         steward = session.role == "steward"
-        for name in session.datasets():
+        for name in session.datasets() + session.collections():
             for record in session.history(name):
                 if record.release_id == release_id:
                     return stored_document(record, with_analyst=steward)
@@ -321,6 +322,7 @@ def create_app(config: ServiceConfig) -> Guard:
     _errors.install(app)
     app.include_router(router)
     app.include_router(steward_router)
+    app.include_router(collections_router)
     app.include_router(dashboard)
     install_links(app)
     return Guard(

@@ -27,6 +27,10 @@ Below the audit chain's status, each dataset has four parts:
   reads keep none for them). A request refused before any charge (budget exhausted, bad input) is
   not written to the ledger at all (it audits no refusal), so no page can list it.
 
+After the datasets, each local-DP collection shows its public declaration (scheme, per-client report
+budget, dictionary size), its tallies (reports, clients, batches) and its estimates, which are releases
+at no central cost (post-processing of randomized reports).
+
 ``Ledger.budget_scopes`` lists a dataset's scopes and ``Ledger.cache_hits`` counts the ``cache_hit``
 entries of the audit chain per release; the amounts come from ``Ledger.budget``.
 
@@ -42,6 +46,7 @@ import base64
 import datetime as dt
 import hashlib
 import html
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -147,6 +152,8 @@ def render_dashboard(ledger: Ledger) -> str:
     extras = _ledger_extras(ledger, names)
     for name in names:
         parts.append(_dataset_section(ledger, name, extras))
+    for name in ledger.collection_names():
+        parts.append(_collection_section(ledger, name, extras))
     parts.append("</body></html>")
     return "".join(parts)
 
@@ -173,6 +180,25 @@ def _dataset_section(ledger: Ledger, name: str, extras: _Extras) -> str:
         f"{spent_rows}</table></div>"
         f"<h3>Releases</h3>{_releases(ledger.releases(name), charges, extras.cache_hits)}"
         f"<h3>Failures</h3>{_failures(points, charges)}</section>"
+    )
+
+
+def _collection_section(ledger: Ledger, name: str, extras: _Extras) -> str:
+    """A local-DP collection: its public declaration, tallies, and estimates (releases at no central cost)."""
+    info = ledger.collection(name)
+    facts = (
+        ("scheme", json.dumps(info.scheme, sort_keys=True)),
+        ("reports per client, at most", str(info.max_reports_per_client)),
+        ("dictionary", "none" if info.dictionary is None else f"{len(info.dictionary)} values"),
+        ("reports accepted", str(info.reports)),
+        ("clients", str(info.clients)),
+        ("batches", str(info.batches)),
+    )
+    rows = [f"<tr><th scope='row'>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts]
+    return (
+        f"<section class='collection' data-collection='{_e(name)}'><h2>Local-DP collection {_e(name)}</h2>"
+        f"<div class='scroll'><table class='collection-facts'>{''.join(rows)}</table></div>"
+        f"<h3>Estimates</h3>{_releases(ledger.releases(name), ledger.charges(name), extras.cache_hits)}</section>"
     )
 
 

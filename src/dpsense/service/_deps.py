@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from dpsense.ledger import TokenIdentity
 from dpsense.release import Session
-from dpsense.service._errors import unauthorized
+from dpsense.service._errors import ApiError, unauthorized
 from dpsense.service._workers import ServiceConfig, Worker, Workers
 
 T = TypeVar("T")
@@ -70,10 +70,8 @@ async def verify(service: Service, token: str) -> TokenIdentity | None:
     return await service.workers.run(lambda worker: worker.ledger.verify_token(token))
 
 
-async def authenticated(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> Caller:
-    """The caller of a ``/v1/`` route; 401 without a valid token."""
+async def _any_role(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:
+    """The caller behind a valid token of any role; 401 without one."""
     service = service_of(request)
     if credentials is None or not credentials.credentials:
         raise unauthorized()
@@ -81,6 +79,31 @@ async def authenticated(
     if identity is None:
         raise unauthorized("the API token is not valid (unknown, wrong or revoked)")
     return Caller(service, identity)
+
+
+async def authenticated(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
+    """The caller of a ``/v1/`` route: an analyst or steward token; 401 without a valid token.
+
+    A collector token (it may only submit local-DP reports, ``submitter_of``) is refused with 403.
+    """
+    caller = await _any_role(request, credentials)
+    if caller.identity.role == "collector":
+        raise ApiError(
+            403, "forbidden", "a collector token may only submit reports", fix="use an analyst or steward token"
+        )
+    return caller
+
+
+async def submitter_of(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
+    """The caller of the report-ingest route: a collector or steward token (403 for an analyst's)."""
+    caller = await _any_role(request, credentials)
+    if caller.identity.role not in ("collector", "steward"):
+        raise ApiError(403, "forbidden", "only a collector token may submit reports", fix="use a collector token")
+    return caller
 
 
 CallerDep = Annotated[Caller, Depends(authenticated)]

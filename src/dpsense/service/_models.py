@@ -269,7 +269,7 @@ class TokenIn(Body):
     """A token to create for an existing analyst."""
 
     analyst: Name
-    role: Literal["analyst", "steward"] = "analyst"
+    role: Literal["analyst", "steward", "collector"] = "analyst"
     expires_in_s: Lifetime | None = Field(
         default=None, description=f"seconds until the token expires (> 0, at most {MAX_TOKEN_TTL_S:.0f}); none: never"
     )

@@ -5,7 +5,7 @@
     python -m dpsense.service serve --ledger postgresql://... --data-dir /srv/data [--host 127.0.0.1]
         [--port 8000] [--processes 1] [--workers 4] [--min-latency 0.25] [--latency-quantum 0.25] [--constant-work 256]
         [--resolve-stale-after 3600] [--resolve-stale-every 60] [--access-log]
-    python -m dpsense.service token create NAME [--role analyst|steward] [--expires-in-s SECONDS] --ledger URL
+    python -m dpsense.service token create NAME [--role analyst|steward|collector] [--expires-in-s SECONDS] --ledger URL
     python -m dpsense.service token revoke TOKEN_ID --ledger URL
     python -m dpsense.service token list [--analyst NAME] --ledger URL
 
@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     actions = token.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create", parents=[ledger], help="create a token (printed once)")
     create.add_argument("analyst")
-    create.add_argument("--role", choices=["analyst", "steward"], default="analyst")
+    create.add_argument("--role", choices=["analyst", "steward", "collector"], default="analyst")
     create.add_argument(
         "--expires-in-s",
         type=float,
