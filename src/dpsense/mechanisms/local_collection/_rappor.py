@@ -11,6 +11,7 @@ Post-processing of ε-LDP reports: the scheme's guarantee (ε∞ lifetime, ε1 p
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -51,6 +52,12 @@ def design(scheme: RapporScheme, candidates: Sequence[str]) -> sparse.csr_matrix
     """The (cohorts x bits, candidates) 0/1 matrix: entry (j·k + i, v) is 1 iff v sets bit i in cohort j."""
     if not 1 <= len(candidates) <= MAX_CANDIDATES:
         raise UsageError(f"RAPPOR decodes 1..{MAX_CANDIDATES} candidates", len(candidates), "pass fewer candidates")
+    return _design(scheme, tuple(candidates))
+
+
+@functools.lru_cache(maxsize=8)
+def _design(scheme: RapporScheme, candidates: tuple[str, ...]) -> sparse.csr_matrix:
+    """``design``, cached: repeated estimates over one dictionary hash it once (public inputs only)."""
     k, m = scheme.num_bits, scheme.num_cohorts
     rows: list[int] = []
     cols: list[int] = []

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.device.schemes import (
@@ -33,7 +34,9 @@ I64 = NDArray[np.int64]
 #: The most reports one summary may count (counters stay exact in int64 and in float64 estimates).
 MAX_REPORTS = 1 << 40
 #: Reports unpacked per pass when summarizing bit vectors (bounds temporary memory).
-_CHUNK_REPORTS = 1 << 15
+_CHUNK_REPORTS = 1 << 13
+#: Batches up to this size are counted without the sparse product.
+_SMALL_BATCH = 64
 _HEX = re.compile(r"[0-9a-f]*")
 
 
@@ -220,31 +223,42 @@ def _hex_of(length: int) -> Callable[[object], bool]:
     return lambda v: type(v) is str and len(v) == length and _HEX.fullmatch(v) is not None
 
 
+def _first_bad(name: str, col: list[Any], ok: Callable[[object], bool], rule: str) -> InvalidData:
+    index = next(i for i, v in enumerate(col) if not ok(v))
+    return _bad(index, name, rule, col[index])
+
+
+def _check_column(name: str, what: str, bound: int, col: list[Any]) -> None:
+    """Check a whole column at C speed; on a failure, find and name the first bad report."""
+    if what == "int":
+        rule, ok = f"must be an integer in [0, {bound})", _int_below(bound)
+        if set(map(type, col)) - {int}:  # bools, floats, numpy integers, strings...
+            raise _first_bad(name, col, ok, rule)
+        if col and not 0 <= min(col) <= max(col) < bound:
+            raise _first_bad(name, col, ok, rule)
+        return
+    length = 2 * ((bound + 7) // 8)
+    rule, ok = f"must be a string of {length} lowercase hex digits ({bound} bits)", _hex_of(length)
+    if set(map(type, col)) - {str} or set(map(len, col)) - {length} or not _HEX.fullmatch("".join(col)):
+        raise _first_bad(name, col, ok, rule)
+
+
 def _columns(scheme: Scheme, reports: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """Validate every report and return its fields column by column."""
     spec = _report_fields(scheme)
     keys = {name for name, _, _ in spec}
-    cols: dict[str, list[Any]] = {name: [] for name in keys}
-    checks: list[tuple[str, list[Any], Callable[[object], bool], str]] = []
-    for name, what, bound in spec:
-        if what == "int":
-            checks.append((name, cols[name], _int_below(bound), f"must be an integer in [0, {bound})"))
-        else:
-            rule = f"must be a string of {2 * ((bound + 7) // 8)} lowercase hex digits ({bound} bits)"
-            checks.append((name, cols[name], _hex_of(2 * ((bound + 7) // 8)), rule))
+    names = [name for name, _, _ in spec]
     for i, report in enumerate(reports):
-        if not isinstance(report, Mapping) or report.keys() != keys:
+        if (type(report) is not dict and not isinstance(report, Mapping)) or report.keys() != keys:
             got = sorted(str(k)[:20] for k in report)[:8] if isinstance(report, Mapping) else describe_value(report)
             raise InvalidData(
                 f"report {i} must be an object with exactly the keys {sorted(keys)}",
                 got,
                 "send reports exactly as the device client makes them",
             )
-        for name, col, ok, rule in checks:
-            value = report[name]
-            if not ok(value):
-                raise _bad(i, name, rule, value)
-            col.append(value)
+    cols = {name: [report[name] for report in reports] for name in names}
+    for name, what, bound in spec:
+        _check_column(name, what, bound, cols[name])
     return cols
 
 
@@ -263,11 +277,18 @@ def _unpack(hexes: list[str], num_bits: int, start: int) -> NDArray[np.uint8]:
 def _bit_sums(keys: I64, hexes: list[str], num_bits: int, num_keys: int) -> I64:
     """Per key, the number of reports with each bit set: a (num_keys, num_bits) int64 array."""
     out = np.zeros((num_keys, num_bits), dtype=np.int64)
+    if len(hexes) <= _SMALL_BATCH:  # a few reports: skip the sparse product's set-up
+        np.add.at(out, keys, _unpack(hexes, num_bits, 0))
+        return out
     for start in range(0, len(hexes), _CHUNK_REPORTS):
         bits = _unpack(hexes[start : start + _CHUNK_REPORTS], num_bits, start)
-        rows, cols = np.nonzero(bits)
-        flat = keys[start : start + bits.shape[0]][rows] * num_bits + cols
-        out += np.bincount(flat, minlength=num_keys * num_bits).reshape(num_keys, num_bits)
+        rows = bits.shape[0]
+        # A sparse one-hot (key x report) times the bit matrix: the per-key column sums, exact in
+        # float32 (at most _CHUNK_REPORTS < 2^24 per entry).
+        one_hot = sparse.csr_matrix(
+            (np.ones(rows, dtype=np.float32), (keys[start : start + rows], np.arange(rows))), shape=(num_keys, rows)
+        )
+        out += np.rint(one_hot @ bits).astype(np.int64)
     return out
 
 
