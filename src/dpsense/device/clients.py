@@ -73,7 +73,7 @@ class RapporClient:
     JSON): the lifetime bound ε∞ holds only while the memo survives (a lost memo draws a new permanent
     response, and the two compose). ``cohort`` defaults to ``cohort_of(client_id)``, a public function
     of the identifier. Guarantee: ε∞-LDP over all reports about one value, ε1-LDP per report
-    (Erlingsson-Pihur-Korolova 2014, Thms 1-2; docs/math/local-collection.md §13.4).
+    (Erlingsson-Pihur-Korolova 2014, §3; docs/math/local-collection.md §13.4).
     """
 
     def __init__(

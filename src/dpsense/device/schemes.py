@@ -9,8 +9,8 @@ capped so that no registered scheme makes a server allocate more than a few tens
 Guarantees (adjacency: replace one user's input; docs/math/local-collection.md §13.4-§13.7):
 
 * ``RapporScheme``: ε∞ over the lifetime of one value (the memoized permanent randomized response),
-  ε1 < ε∞ per report (Erlingsson-Pihur-Korolova, CCS 2014, Thms 1-2).
-* ``CmsScheme`` / ``HcmsScheme``: ε per report (Apple Differential Privacy Team 2017, Thms 3.1/3.5).
+  ε1 < ε∞ per report (Erlingsson-Pihur-Korolova, CCS 2014, §3: the ε∞ and ε1 bounds).
+* ``CmsScheme`` / ``HcmsScheme``: ε per report (Apple Differential Privacy Team 2017, CMS and HCMS).
 * ``KrrScheme`` / ``OueScheme``: ε per report (Wang-Blocki-Li-Jha, USENIX Security 2017).
 * ``PrefixScheme``: ε per report, one prefix per report through a count-mean sketch (prefix
   extension of Wang-Li-Jha's PEM, IEEE TDSC 2019, and Apple's SFP).
@@ -194,7 +194,7 @@ class RapporScheme(_SchemeBase):
     (client, value) and is memoized; the instantaneous one (IRR) flips each PRR bit w.p.
     1/(e^(ε_irr/2h) + 1) per report. A value change moves at most 2h Bloom bits, so the PRR is
     ε∞-LDP (the lifetime bound) and one report is ε1-LDP with ε1 = 4h·artanh(tanh(ε∞/4h)·tanh(ε_irr/4h))
-    < min(ε∞, ε_irr) (Erlingsson-Pihur-Korolova, CCS 2014, Thms 1-2, with a symmetric IRR, p = 1 - q).
+    < min(ε∞, ε_irr) (Erlingsson-Pihur-Korolova, CCS 2014, §3 (the ε∞ and ε1 bounds), with a symmetric IRR, p = 1 - q).
     """
 
     num_bits: int
@@ -206,9 +206,9 @@ class RapporScheme(_SchemeBase):
     kind: ClassVar[str] = "rappor"
     _EPSILON_FIELDS: ClassVar[tuple[str, ...]] = ("epsilon_lifetime", "epsilon_irr")
     _THEOREM: ClassVar[str] = (
-        "RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014, Theorems 1 and 2): the memoized permanent randomized "
-        "response of a Bloom filter with h hashes is eps_lifetime-LDP for one value over any number of "
-        "reports, and one report is eps_per_report-LDP; docs/math/local-collection.md §13.4"
+        "RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014, section 3, the eps_inf and eps_1 bounds): the memoized "
+        "permanent randomized response of a Bloom filter with h hashes is eps_lifetime-LDP for one value over "
+        "any number of reports, and one report is eps_per_report-LDP; docs/math/local-collection.md §13.4"
     )
 
     def __post_init__(self) -> None:
@@ -265,13 +265,13 @@ class CmsScheme(_SketchScheme):
 
     The client picks j uniformly, encodes +1 at bucket h_j(value) and -1 elsewhere, and flips each entry
     w.p. 1/(e^(ε/2) + 1). A value change moves two entries: ε-LDP per report (Apple Differential Privacy
-    Team, "Learning with Privacy at Scale", 2017, Thm 3.1).
+    Team, "Learning with Privacy at Scale", 2017, the CMS privacy theorem).
     """
 
     kind: ClassVar[str] = "cms"
     _THEOREM: ClassVar[str] = (
-        "Count Mean Sketch (Apple Differential Privacy Team, Learning with Privacy at Scale, 2017, Theorem 3.1): "
-        "each report is eps-LDP; docs/math/local-collection.md §13.5"
+        "Count Mean Sketch (Apple Differential Privacy Team, Learning with Privacy at Scale, 2017, its CMS "
+        "privacy theorem): each report is eps-LDP; docs/math/local-collection.md §13.5"
     )
 
     @property
@@ -285,14 +285,14 @@ class HcmsScheme(_SketchScheme):
     """Apple's Hadamard count-mean sketch: one bit per report, a Hadamard coefficient of the one-hot sketch row.
 
     The client picks j and a coordinate l uniformly, takes H[l, h_j(value)] in {-1, +1} and flips it
-    w.p. 1/(e^ε + 1): ε-LDP per report (Apple Differential Privacy Team 2017, Thm 3.5).
+    w.p. 1/(e^ε + 1): ε-LDP per report (Apple Differential Privacy Team 2017, its HCMS privacy theorem).
     ``num_buckets`` is a power of two (the Hadamard order).
     """
 
     kind: ClassVar[str] = "hcms"
     _THEOREM: ClassVar[str] = (
         "Hadamard Count Mean Sketch (Apple Differential Privacy Team, Learning with Privacy at Scale, 2017, "
-        "Theorem 3.5): each one-bit report is eps-LDP; docs/math/local-collection.md §13.6"
+        "its HCMS privacy theorem): each one-bit report is eps-LDP; docs/math/local-collection.md §13.6"
     )
 
     def __post_init__(self) -> None:
@@ -382,7 +382,7 @@ class PrefixScheme(_SchemeBase):
     kind: ClassVar[str] = "prefix"
     _THEOREM: ClassVar[str] = (
         "Prefix extension through a Count Mean Sketch (Wang, Li, Jha, PEM, IEEE TDSC 2019; Apple Differential "
-        "Privacy Team 2017, SFP): each client reports one prefix once, eps-LDP per report (CMS Theorem 3.1); "
+        "Privacy Team 2017, SFP): each client reports one prefix once, eps-LDP per report (the CMS privacy theorem); "
         "docs/math/local-collection.md §13.9"
     )
 

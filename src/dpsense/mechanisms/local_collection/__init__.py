@@ -80,7 +80,7 @@ def estimate(
 
     Guarantee: post-processing of the reports (Dwork-Roth Prop. 2.1), so the scheme's local
     guarantee holds unchanged (``scheme.guarantee()``: ε per report; RAPPOR ε∞ over one value's
-    lifetime, Erlingsson et al. CCS 2014 Thms 1-2), adjacency "replace one user's input".
+    lifetime, Erlingsson et al. CCS 2014 §3), adjacency "replace one user's input".
     Estimators: k-RR/OUE (Wang et al. 2017; candidates default to the dictionary), CMS/HCMS
     (Apple 2017), prefix scheme (last level, scaled), RAPPOR (regression on the candidates' Bloom
     bits: non-negative Lasso selection when ``select``, least squares, significance at α/M;
