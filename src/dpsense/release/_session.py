@@ -61,7 +61,6 @@ from dpsense.noise.entropy import is_test_source_active, random_bytes
 from dpsense.query import Plan, Query, QueryIR, assert_loss_equals, by_meaning, plan
 from dpsense.query._schema import Schema
 from dpsense.query._values import PublicValue
-from dpsense.release import _collections
 from dpsense.release._admission import admit
 from dpsense.release._datasets import Amendment, Dataset, Declaration, amend, attach, load_stored, register
 from dpsense.release._executor import check_executable, collect_bound, execute
@@ -636,6 +635,8 @@ class Session:
     ) -> CollectionInfo:
         """Register a local-DP collection (steward): ``dpsense.release._collections.register_collection``."""
         self._require_steward("register a collection")
+        from dpsense.release import _collections  # loads the decoders (scipy) only when collections are used
+
         return _collections.register_collection(
             self._ledger, name, scheme=scheme, dictionary=dictionary, max_reports_per_client=max_reports_per_client
         )
@@ -652,6 +653,8 @@ class Session:
         self, name: str, reports: Sequence[Mapping[str, Any]], *, batch_id: str, submitter: str | None = None
     ) -> IngestOutcome:
         """Store a batch of device reports: ``dpsense.release._collections.ingest_reports``."""
+        from dpsense.release import _collections  # loads the decoders (scipy) only when collections are used
+
         return _collections.ingest_reports(
             self._ledger, name, submitter=submitter or self.analyst, batch_id=batch_id, reports=reports
         )
@@ -668,6 +671,8 @@ class Session:
 
         See ``dpsense.release._collections.estimate_frequencies``.
         """
+        from dpsense.release import _collections  # loads the decoders (scipy) only when collections are used
+
         return _collections.estimate_frequencies(
             self._ledger,
             name,
