@@ -127,3 +127,25 @@ def test_the_lazy_release_package_still_exports_its_names() -> None:
     first, error = done.stderr.strip().splitlines()[-2:]
     assert first.split() == ["False", "True", "True", "Session", "Budget", "Release", "SqlRelease", "Dataset"]
     assert error == "module 'dpsense.release' has no attribute 'NoSuchName'"
+
+
+def test_a_session_release_loads_no_scipy() -> None:
+    """The release path (Session, planner, engine, mechanisms) stays free of scipy, whose import takes ~1 s.
+
+    The local-DP decoders need scipy; they load only when a collection is used (``Session.estimate_frequencies``).
+    """
+    done = _python(
+        "import sys, tempfile, numpy as np, pandas as pd\n"
+        "import dpsense as dp\n"
+        "from tests.factories import policy\n"
+        "d = tempfile.mkdtemp()\n"
+        "frame = pd.DataFrame({'person_id': np.arange(200), 'hours': np.arange(200) % 24 * 1.0})\n"
+        "with dp.Session.open(f'sqlite:///{d}/l.db', analyst='s', role='steward') as s:\n"
+        "    events = s.register_dataset('e', source=frame, privacy_unit='person_id', bounds={'hours': (0, 24)},"
+        " budget=dp.Budget(epsilon=5), policy=policy())\n"
+        "    s.release(events.query().agg(n=dp.count(max_rows_per_unit=1), m=dp.mean('hours', max_rows_per_unit=1)),"
+        " epsilon=1)\n"
+        "print('scipy' in sys.modules, file=sys.stderr)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False"
