@@ -17,10 +17,12 @@ A value is hashed as its UTF-8 bytes, after a domain tag and big-endian indices.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 
 __all__ = ["bloom_indices", "cohort_of", "decode_bits", "encode_bits", "hadamard_entry", "sketch_bucket"]
 
+_LOWER_HEX = re.compile(r"[0-9a-f]*")
 _COHORT_TAG = b"dpsense/cohort/v1\x00"
 _BLOOM_TAG = b"dpsense/rappor/v1\x00"
 _SKETCH_TAG = b"dpsense/sketch/v1\x00"
@@ -60,8 +62,9 @@ def encode_bits(bits: Sequence[bool]) -> str:
 
 def decode_bits(text: str, num_bits: int) -> list[bool]:
     """The inverse of ``encode_bits``; ValueError unless ``text`` is exactly its output for ``num_bits`` bits."""
-    raw = bytes.fromhex(text) if len(text) == 2 * ((num_bits + 7) // 8) and text == text.lower() else None
-    if raw is None:
+    width = (num_bits + 7) // 8
+    raw = bytes.fromhex(text) if len(text) == 2 * width and _LOWER_HEX.fullmatch(text) else None
+    if raw is None or len(raw) != width:
         raise ValueError(f"expected {2 * ((num_bits + 7) // 8)} lowercase hex digits for {num_bits} bits")
     bits = [bool(raw[i >> 3] >> (i & 7) & 1) for i in range(8 * len(raw))]
     if any(bits[num_bits:]):

@@ -114,7 +114,7 @@ def test_bit_encoding_round_trip_and_strictness() -> None:
     bits = [True, False, False, True, True, False, True, False, True, True]
     text = encode_bits(bits)
     assert text == "5903" and decode_bits(text, 10) == bits
-    for bad in ("5907", "59", "5903ab", "59G3", "59 3", "5A03"):
+    for bad in ("5907", "59", "5903ab", "59G3", "59 3", "5A03", "59  ", " 593"):
         with pytest.raises(ValueError):
             decode_bits(bad, 10)
 

@@ -33,7 +33,11 @@ _CHUNK_CELLS = 1 << 23
 
 
 def simulate_reports(scheme: Scheme, values: Sequence[str]) -> list[dict[str, Any]]:
-    """One real device report per value (client i: id "sim-i", cohort i mod m, level i mod T, a fresh memo)."""
+    """One real device report per value (client i: id "sim-i", cohort i mod m, level i mod T, a fresh memo).
+
+    Each report is drawn by the device client, so it has the scheme's ε-LDP law and guarantee
+    (``scheme.guarantee()``, adjacency "replace one user's input"); for tests and benchmarks only.
+    """
     if isinstance(scheme, RapporScheme):
         return [
             RapporClient(scheme, f"sim-{i}", {}, cohort=i % scheme.num_cohorts).report(v) for i, v in enumerate(values)
@@ -140,7 +144,9 @@ def simulate_summaries(scheme: Scheme, values: Sequence[str], runs: int) -> list
     """The summaries of ``runs`` independent collections of one report per value, drawn vectorised.
 
     Same law as ``summarize(scheme, simulate_reports(scheme, values))`` (every draw exact, from
-    ``dpsense.noise``); client i has cohort i mod m and level i mod T.
+    ``dpsense.noise``), hence the same local guarantee (``scheme.guarantee()``, adjacency "replace
+    one user's input", docs/math/local-collection.md §13.2); client i has cohort i mod m and level
+    i mod T. For tests and benchmarks only.
     """
     if not integral_in(runs, 1) or not values:
         raise UsageError("simulate needs runs >= 1 and at least one value", runs, "pass runs=1 and a non-empty list")
@@ -166,7 +172,8 @@ def zipf_population(num_candidates: int, n: int, exponent: float) -> tuple[list[
 
     Candidate r (0-based rank) is named "v{r:05d}" and held by round(n·p_r) users (largest remainders,
     so the counts sum to n), p_r ∝ (r+1)^-exponent. Returns (values, candidates in rank order); values
-    are grouped by rank, so client i mod m spreads each value evenly over cohorts.
+    are grouped by rank, so client i mod m spreads each value evenly over cohorts. Test data: no
+    randomness and no privacy claim.
     """
     if not integral_in(num_candidates, 1, 1 << 20) or not integral_in(n, 1, 1 << 30):
         raise UsageError("zipf_population needs 1 <= num_candidates <= 2^20 and 1 <= n <= 2^30", n, "use smaller sizes")

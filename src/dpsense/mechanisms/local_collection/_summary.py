@@ -78,7 +78,7 @@ def _report_fields(scheme: Scheme) -> list[tuple[str, str, int]]:
 
 @dataclass(frozen=True, eq=False)
 class Summary:
-    """The additive sufficient statistics of a batch of reports for one scheme.
+    """The additive sufficient statistics of a batch of reports for one scheme (post-processing: no cost).
 
     Attributes:
         kind: the scheme's kind ("rappor", "cms", "hcms", "krr", "oue", "prefix").
@@ -294,6 +294,10 @@ def _bit_sums(keys: I64, hexes: list[str], num_bits: int, num_keys: int) -> I64:
 
 def summarize(scheme: Scheme, reports: Sequence[Mapping[str, Any]]) -> Summary:
     """The additive sufficient statistics of ``reports`` (post-processing: no privacy cost).
+
+    Guarantee: counting is post-processing of ε-LDP reports (Dwork-Roth Prop. 2.1), so the scheme's
+    local guarantee (``scheme.guarantee()``: ε per report, RAPPOR ε∞ per value; adjacency "replace one
+    user's input") is unchanged; docs/math/local-collection.md §13.3.
 
     Every report is validated strictly against the scheme before anything is counted: exactly the
     client's keys, integers (never bools) in range, bit vectors as lowercase hex of the exact length
