@@ -126,8 +126,9 @@ def theoretical_variance(
 
     A function of public parameters and of the stated population (no data, no privacy cost); it
     describes the estimators of the ε-LDP schemes (guarantee: ``scheme.guarantee()``, adjacency
-    "replace one user's input"). The variance over the randomizers' coins with the users' values (and, for RAPPOR and the
-    prefix scheme, their cohorts and levels) held fixed (docs/math/local-collection.md §13.4-§13.9):
+    "replace one user's input"). The variance over the randomizers' coins with the users' values
+    (and, for RAPPOR and the prefix scheme, their cohorts and levels) held fixed
+    (docs/math/local-collection.md §13.4-§13.9):
 
     * k-RR / OUE: the exact formulas of docs/math/local-dp.md (``true_count`` may be an array).
     * CMS / HCMS: (m/(m-1))^2 [n(c^2-1)/4 + Σ P_u(1-P_u)] resp. (m/(m-1))^2 [n c^2 - f - Σ P_u^2]
