@@ -234,6 +234,17 @@ def test_rappor_selection_flags_only_held_values() -> None:
     assert np.isnan(table.std_error[unselected]).all()
 
 
+def test_rappor_decoding_refuses_oversized_dictionaries() -> None:
+    scheme = RapporScheme(
+        num_bits=64, num_hashes=16, num_cohorts=1024, epsilon_lifetime=Fraction(4), epsilon_irr=Fraction(8)
+    )
+    summary = Summary.empty(scheme)
+    with pytest.raises(UsageError, match="candidates"):
+        estimate(scheme, summary, [f"c{i}" for i in range(4097)])
+    with pytest.raises(UsageError, match="decoding matrix"):
+        estimate(scheme, summary, [f"c{i}" for i in range(1000)])
+
+
 def test_heavy_hitters_find_planted_values() -> None:
     scheme = PrefixScheme(
         alphabet="abcd", max_length=4, segment_length=1, num_hashes=16, num_buckets=128, epsilon=Fraction(6)

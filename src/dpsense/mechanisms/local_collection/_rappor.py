@@ -27,6 +27,8 @@ from dpsense.mechanisms.local_collection._summary import Summary
 
 #: The most candidates one RAPPOR decode accepts (its Gram matrix is candidates^2 floats).
 MAX_CANDIDATES = 4096
+#: The most non-zero entries of the decoding matrix (cohorts x hashes x candidates).
+MAX_DESIGN_ENTRIES = 1 << 23
 _SWEEPS = 300
 
 
@@ -52,10 +54,17 @@ def design(scheme: RapporScheme, candidates: Sequence[str]) -> sparse.csr_matrix
     """The (cohorts x bits, candidates) 0/1 matrix: entry (j·k + i, v) is 1 iff v sets bit i in cohort j."""
     if not 1 <= len(candidates) <= MAX_CANDIDATES:
         raise UsageError(f"RAPPOR decodes 1..{MAX_CANDIDATES} candidates", len(candidates), "pass fewer candidates")
+    entries = scheme.num_cohorts * scheme.num_hashes * len(candidates)
+    if entries > MAX_DESIGN_ENTRIES:
+        raise UsageError(
+            f"cohorts x hashes x candidates must be at most {MAX_DESIGN_ENTRIES} (the decoding matrix's size)",
+            entries,
+            "pass fewer candidates",
+        )
     return _design(scheme, tuple(candidates))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _design(scheme: RapporScheme, candidates: tuple[str, ...]) -> sparse.csr_matrix:
     """``design``, cached: repeated estimates over one dictionary hash it once (public inputs only)."""
     k, m = scheme.num_bits, scheme.num_cohorts
