@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -53,6 +54,20 @@ def test_rappor_memoizes_the_permanent_response_per_client_and_value() -> None:
     assert len({r["bits"] for r in reports}) > 1  # the IRR is fresh per report
     client.report("y")
     assert len(memo) == 2
+
+
+def test_rappor_memo_survives_a_json_round_trip() -> None:
+    memo: dict[str, str] = {}
+    with deterministic_entropy(2):
+        prr = RapporClient(RAPPOR, "carol", memo).permanent_response("x")
+    restored = json.loads(json.dumps(memo))
+    assert RapporClient(RAPPOR, "carol", restored).permanent_response("x") == prr
+    # Another scheme (another fingerprint) never reuses this permanent response.
+    other = RapporScheme(
+        num_bits=32, num_hashes=2, num_cohorts=8, epsilon_lifetime=Fraction(2), epsilon_irr=Fraction(2)
+    )
+    RapporClient(other, "carol", restored).permanent_response("x")
+    assert len(restored) == 2
 
 
 def test_rappor_cohort_override_and_checks() -> None:
