@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -357,7 +359,6 @@ _DECLARED = {
     "max_rows_per_unit": "max_rows_per_unit",
     "max_groups_per_unit": "max_groups_per_unit",
     "budget": "budget",
-    "hierarchies": "hierarchies",
 }
 
 
@@ -370,6 +371,8 @@ def declaration_differences(registered: Profile, given: Profile) -> list[str]:
     """
     before, after = registered.to_json(), given.to_json()
     differences = _differences(before, after, _DECLARED)
+    shown = ({"hierarchies": _hierarchies(before)}, {"hierarchies": _hierarchies(after)})
+    differences += _differences(*shown, {"hierarchies": "hierarchies"})
     policy_before, policy_after = before["policy"] or {}, after["policy"] or {}
     keys = sorted(policy_before.keys() | policy_after.keys())
     differences += _differences(policy_before, policy_after, {key: f"privacy policy {key}" for key in keys})
@@ -378,6 +381,18 @@ def declaration_differences(registered: Profile, given: Profile) -> list[str]:
         labels = {key: f"{key} of column {column!r}" for key in ("kind", "bounds", "keys", "policy", "typical")}
         differences += _differences(columns_before.get(column) or {}, columns_after.get(column) or {}, labels)
     return differences
+
+
+def _hierarchies(profile: Mapping[str, Any]) -> dict[str, str] | None:
+    """A profile's hierarchies as a short text each (levels, leaves and a digest: the leaf key set may be long)."""
+    declared = profile.get("hierarchies")
+    if not declared:
+        return None
+    return {
+        name: f"levels {h['levels']}, {len(h['keys'])} leaves, sha256 "
+        + hashlib.sha256(json.dumps(h, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+        for name, h in sorted(declared.items())
+    }
 
 
 def _differences(before: Mapping[str, object], after: Mapping[str, object], labels: Mapping[str, str]) -> list[str]:

@@ -87,6 +87,11 @@ def test_the_hierarchy_is_declared_at_registration_and_kept_in_the_profile(sessi
         assert again.dataset("census").schema.hierarchy("geo").leaves == tuple(sorted(LEAVES))
     plain = register(session, "plain", hierarchies=None, source=census_frame(seed=2))
     assert "hierarchies" not in plain.profile.to_json()  # profiles without one read as before
+    amended = session.amend_dataset("census", bounds={"age": (0, 110)}, source=census_frame())
+    assert amended.profile.hierarchies == ds.profile.hierarchies  # an amendment keeps the hierarchy
+    other = {"geo": {"levels": ["region"], "keys": [[r] for r in REGIONS]}}
+    with pytest.raises(dp.RegistrationConflict, match=r"hierarchies: registered .*6 leaves, sha256 .*3 leaves"):
+        register(session, "copy", hierarchies=other, bounds={"age": (0, 110)})  # the same data, other hierarchy
 
 
 @pytest.mark.parametrize(
