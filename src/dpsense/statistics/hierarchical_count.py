@@ -105,16 +105,14 @@ class HierarchicalCount(Statistic):
         counts = dict(zip(leaves, (r.counts[f"{agg.name}|n"] for r in rows), strict=True))
         tree, keys = census_tree(leaves)
         leaf_counts = np.array([counts[leaf] for leaf in keys[-1]], dtype=np.int64)
-        true = level_totals(tree, leaf_counts)
-        noisy, errors, losses, variances, notes = [], [], [], [], []
-        for level, (vector, level_step) in enumerate(zip(true, level_steps(agg, step), strict=True)):
-            result = _steps.additive_noise(level_step, vector)
-            noisy.append(np.atleast_1d(np.asarray(result.value, dtype=np.float64)))
-            errors.extend(_steps.error_bounds(result, vector.size))
-            losses.append(result.loss)
-            scale = 1.0 if result.accuracy is None else float(result.accuracy.scale)
-            variances.append(scale * scale)
-            notes.append(f"{level_names(agg)[level]}: {_steps.accuracy_note(result)}")
+        levels = [
+            _steps.additive_noise(s, v)
+            for v, s in zip(level_totals(tree, leaf_counts), level_steps(agg, step), strict=True)
+        ]
+        noisy = [np.atleast_1d(np.asarray(r.value, dtype=np.float64)) for r in levels]
+        variances = [1.0 if r.accuracy is None else float(r.accuracy.scale) ** 2 for r in levels]
+        errors = [e for r, v in zip(levels, noisy, strict=True) for e in _steps.error_bounds(r, v.size)]
+        notes = [f"{name}: {_steps.accuracy_note(r)}" for name, r in zip(level_names(agg), levels, strict=True)]
         consistent = consistent_counts(tree, noisy, variances)
         values = [int(v) for level in consistent for v in level]
         raw = [max(0, round(float(v))) for level in noisy for v in level]
@@ -133,7 +131,7 @@ class HierarchicalCount(Statistic):
         noisy_out = Output(
             agg.name + NOISY_SUFFIX, raw, errors, note, ["rounded to an integer, negatives set to 0 (not consistent)"]
         )
-        return [table, noisy_out], losses
+        return [table, noisy_out], [r.loss for r in levels]
 
 
 def level_names(agg: AggregateIR) -> list[str]:
