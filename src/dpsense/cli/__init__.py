@@ -12,6 +12,7 @@ Commands (``dpsense COMMAND --help`` for each):
     dpsense budget DATASET [--json | --csv]
     dpsense history DATASET [--json | --csv]
     dpsense dataset verify NAME [--snapshot S] --steward
+    dpsense collection add|ingest|estimate|show NAME ...   (local-DP collections, docs/collections.md)
     dpsense verify-log [--json] [--checkpoint FILE [--key-file KEY] | --expected-head SEQ:HASH]
     dpsense checkpoint [--out FILE] [--key-file KEY]
     dpsense --version
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return audit_main(args)
     try:
+        from dpsense.cli import _collections  # noqa: F401  # registers `dpsense collection` on the app
         from dpsense.cli._app import run
 
         return run(args)  # a command imports the rest of the extra (pydantic, PyYAML) when it runs

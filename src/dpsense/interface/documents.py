@@ -23,7 +23,7 @@ import numpy as np
 from dpsense.core.privacy_loss import ZCDP, PrivacyLoss, loss_to_json
 
 if TYPE_CHECKING:
-    from dpsense.ledger import BudgetStatus, StoredRelease
+    from dpsense.ledger import BudgetStatus, CollectionInfo, StoredRelease
     from dpsense.release import Release, SqlRelease
 
 
@@ -149,3 +149,19 @@ def cell(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+def collection_document(info: CollectionInfo) -> dict[str, Any]:
+    """A local-DP collection's public declaration, its devices' guarantee and its tallies (no report content)."""
+    from dpsense.release._collections import parse_scheme
+
+    return {
+        "name": info.name,
+        "scheme": info.scheme,
+        "guarantee": parse_scheme(info.scheme).guarantee(),
+        "dictionary_size": None if info.dictionary is None else len(info.dictionary),
+        "max_reports_per_client": info.max_reports_per_client,
+        "reports": info.reports,
+        "clients": info.clients,
+        "batches": info.batches,
+    }

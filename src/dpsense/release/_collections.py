@@ -29,17 +29,18 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpsense._version import __version__
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.privacy_loss import PureDP
 from dpsense.device import KrrScheme, OueScheme, PrefixScheme, Scheme, SchemeError, scheme_from_json
 from dpsense.ledger import CollectionInfo, IngestOutcome, Ledger, ReleaseRecord
-from dpsense.mechanisms import local_collection as decoding
-from dpsense.mechanisms.local_collection import FrequencyTable
 from dpsense.noise.entropy import random_bytes
 from dpsense.release._release import Release
+
+if TYPE_CHECKING:  # the decoders (numpy, scipy) load when a batch is summarized or an estimate decoded
+    from dpsense.mechanisms.local_collection import FrequencyTable
 
 #: Bumped when an estimate's output for the same reports changes, so stored estimates are not reused wrongly.
 ESTIMATE_VERSION = "1"
@@ -97,6 +98,8 @@ def ingest_reports(
             len(reports),
             f"split the reports into batches of at most {MAX_BATCH_REPORTS:,}",
         )
+    from dpsense.mechanisms import local_collection as decoding
+
     info = ledger.collection(name)
     scheme = parse_scheme(info.scheme)
     clients: list[str] = []
@@ -139,6 +142,8 @@ def estimate_frequencies(
         UnknownDataset: no such collection.
 
     """
+    from dpsense.mechanisms import local_collection as decoding
+
     info = ledger.collection(name)
     scheme = parse_scheme(info.scheme)
     asked = _question(info, scheme, candidates, top)

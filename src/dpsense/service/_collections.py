@@ -22,9 +22,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from dpsense.interface.documents import loss_document
+from dpsense.interface.documents import collection_document, release_document
 from dpsense.interface.spec import Name
-from dpsense.ledger import CollectionInfo
 from dpsense.release import _collections as collections
 from dpsense.service._deps import ERRORS, Caller, CallerDep, submitter_of
 from dpsense.service._errors import ApiError
@@ -72,21 +71,6 @@ class EstimateIn(_Strict):
 def _steward_or_analyst(caller: Caller) -> None:
     if caller.identity.role not in ("steward", "analyst"):  # pragma: no cover - authenticated() refuses others
         raise ApiError(403, "forbidden", "a collector token may only submit reports", fix="use an analyst token")
-
-
-def collection_document(info: CollectionInfo) -> dict[str, Any]:
-    """A collection's public declaration, its devices' guarantee and its tallies (no report content)."""
-    scheme = collections.parse_scheme(info.scheme)
-    return {
-        "name": info.name,
-        "scheme": info.scheme,
-        "guarantee": scheme.guarantee(),
-        "dictionary_size": None if info.dictionary is None else len(info.dictionary),
-        "max_reports_per_client": info.max_reports_per_client,
-        "reports": info.reports,
-        "clients": info.clients,
-        "batches": info.batches,
-    }
 
 
 @router.post("", status_code=201)
@@ -148,16 +132,6 @@ async def estimate(name: Name, body: EstimateIn, caller: CallerDep) -> dict[str,
             candidates=body.candidates,
             top=body.top,
         )
-        columns, rows = release.rows()
-        return {
-            "release_id": release.record.release_id,
-            "collection": name,
-            "cached": release.cached,
-            "charged": None if release.charged is None else loss_document(release.charged),
-            "mechanism": release.record.mechanism,
-            "columns": columns,
-            "rows": rows,
-            "explain": release.explain(),
-        }
+        return release_document(release) | {"collection": name}
 
     return await caller.run_worker(work)
