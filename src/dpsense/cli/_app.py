@@ -46,6 +46,7 @@ from dpsense.cli._options import (
     parse_choices,
     parse_choices_by_value,
     parse_counts,
+    parse_hierarchies,
     parse_keys,
     real_option,
 )
@@ -307,6 +308,15 @@ def dataset_add(
         list[str] | None,
         typer.Option("--max-groups", metavar="COL=K", help="At most K values of COL per unit (e.g. region=1)."),
     ] = None,
+    hierarchy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--hierarchy",
+            metavar="NAME=LEVEL,LEVEL:LEAVES",
+            help="A public hierarchy for census tables: its levels from the top down and a file of its leaves, "
+            "one a line, values comma-separated in the levels' order (docs/census.md).",
+        ),
+    ] = None,
     snapshot: Annotated[str, typer.Option("--snapshot", help="The snapshot's name.")] = "v1",
     ledger: LedgerOpt = DEFAULT_LEDGER,
     create: CreateOpt = False,
@@ -349,6 +359,7 @@ def dataset_add(
         kinds = parse_choices("--kind", kind or [], KINDS, "location=point")
         policies = parse_choices("--policy", policy or [], POLICIES, "hours=clamp")
         group_caps = parse_counts("--max-groups", max_groups or [], "region=1")
+        hierarchies = parse_hierarchies(hierarchy or [])
         total = (number_option("--budget-epsilon", budget_epsilon), number_option("--budget-delta", budget_delta))
         the_policy = load_policy(privacy_policy)
         choice = choose_engine(EngineSettings(engine, spark_master, spark_collect_limit))
@@ -374,6 +385,7 @@ def dataset_add(
                     max_rows_per_unit=max_rows_per_unit,
                     max_groups_per_unit=group_caps,
                     typical=typical_ranges,
+                    hierarchies=hierarchies or None,
                     snapshot=snapshot,
                     progress=progress,
                 )

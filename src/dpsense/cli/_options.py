@@ -10,6 +10,8 @@ option is parsed, not when the command line starts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from dpsense.cli._errors import SpecError
 
@@ -77,6 +79,44 @@ def parse_keys(items: Sequence[str]) -> dict[str, list[str | int]]:
             raise SpecError("--keys", "keys must not be empty", item, "separate keys by single commas")
         _once("--keys", out, column, item)
         out[column] = [_key(k) for k in keys]
+    return out
+
+
+def parse_hierarchies(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["geo=region,district:leaves.csv"]`` -> ``{"geo": {"levels": [...], "keys": [(...), ...]}}``.
+
+    The file holds one leaf a line, its values in the levels' order, separated by commas (whole numbers
+    become ints, as in ``--keys``); blank lines are skipped.
+    """
+    example = "geo=region,district:leaves.csv"
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name, value = _split("--hierarchy", item, example)
+        levels_text, sep, path = value.partition(":")
+        levels = [level.strip() for level in levels_text.split(",")]
+        if not sep or not path.strip() or any(not level for level in levels):
+            raise SpecError("--hierarchy", "takes NAME=LEVEL,LEVEL:LEAVES_FILE", item, f"write e.g. {example}")
+        try:
+            lines = Path(path.strip()).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            raise SpecError(
+                "--hierarchy", "the leaves file must be a readable UTF-8 text file", path, "one leaf a line"
+            ) from None
+        leaves = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            parts = [part.strip() for part in line.split(",")]
+            if len(parts) != len(levels) or any(not part for part in parts):
+                raise SpecError(
+                    "--hierarchy",
+                    f"each leaf holds {len(levels)} comma-separated values (one per level)",
+                    f"{path.strip()} line {number}",
+                    "write the leaf's value at every level, top level first",
+                )
+            leaves.append(tuple(_key(part) for part in parts))
+        _once("--hierarchy", out, name, item)
+        out[name] = {"levels": levels, "keys": leaves}
     return out
 
 

@@ -199,6 +199,13 @@ class PolicyIn(Body):
     next_review: Name
 
 
+class HierarchyIn(Body):
+    """A public hierarchy: its levels from the top down and its leaf key set (one list of values per leaf)."""
+
+    levels: list[Name] = Field(min_length=1, max_length=16)
+    keys: list[Annotated[list[Scalar], Field(min_length=1, max_length=16)]] = Field(min_length=1, max_length=100_000)
+
+
 class RegisterIn(Body):
     """Register a dataset from a file in the service's data folder (CSV or Parquet)."""
 
@@ -218,6 +225,9 @@ class RegisterIn(Body):
     policies: dict[Name, Name] = Field(default_factory=dict)
     max_rows_per_unit: StrictInt | None = None
     max_groups_per_unit: dict[Name, StrictInt] = Field(default_factory=dict)
+    hierarchies: dict[Name, HierarchyIn] = Field(
+        default_factory=dict, description="public hierarchies of group columns for census tables (docs/census.md)"
+    )
     snapshot: Name = "v1"
 
 

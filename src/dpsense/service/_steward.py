@@ -107,6 +107,11 @@ async def register(body: RegisterIn, caller: StewardDep) -> dict[str, Any]:
             max_rows_per_unit=body.max_rows_per_unit,
             max_groups_per_unit=body.max_groups_per_unit or None,
             typical={k: (v[0], v[1]) for k, v in body.typical.items()},
+            hierarchies={
+                name: {"levels": h.levels, "keys": [tuple(leaf) for leaf in h.keys]}
+                for name, h in body.hierarchies.items()
+            }
+            or None,
             snapshot=body.snapshot,
         )
         stored = worker.ledger.profile(dataset.name, dataset.snapshot)
