@@ -187,7 +187,9 @@ def test_stateful_links_reach_releases(fuzzed: Service) -> None:
     }
     assert published[("POST", "/v1/releases", "200")] == ["GetBudget", "GetDataset", "GetRelease"]
     assert published[("POST", "/v1/steward/tokens", "201")] == ["RevokeToken"]
-    schema = schemathesis.openapi.from_dict(with_sample_links(raw))
+    # The local-DP collection routes are a subsystem of their own (no link leads into or out of them; the
+    # run above fuzzes them): leaving them out keeps this run's steps on the release and token states.
+    schema = schemathesis.openapi.from_dict(with_sample_links(raw)).exclude(path_regex="^/v1/collections")
     schema.config.update(base_url=fuzzed.url)
     # The token is the test's to give (a link may hand on a new one). Valid requests only: the run is
     # there to reach deep states (releases, new analysts' tokens); the invalid ones are the other run's.
