@@ -18,7 +18,7 @@ Mean absolute error per level and over all 1 221 nodes (each node weighs the sam
 
     TARGET census_consistent_mae_over_raw <ratio> <= 1.0
     TARGET census_consistent_mae_over_unclamped_raw <ratio> <= 1.0
-    TARGET census_exactly_consistent_runs <k>/<n> == n
+    TARGET census_exactly_consistent_runs <k> >= <n>   (k of the n runs exactly consistent)
 
 and exits 0. ``uptime`` is printed first: errors do not depend on load, times do.
 
@@ -203,7 +203,7 @@ def main() -> None:
     print()
     print(f"TARGET census_consistent_mae_over_raw {overall:.3f} <= 1.0")
     print(f"TARGET census_consistent_mae_over_unclamped_raw {max(unclamped):.3f} <= 1.0")
-    print(f"TARGET census_exactly_consistent_runs {ok}/{args.runs} == {args.runs}")
+    print(f"TARGET census_exactly_consistent_runs {ok} >= {args.runs}")
 
 
 if __name__ == "__main__":
