@@ -265,12 +265,14 @@ class Collections:
         return state, [json.loads(str(r[1])) for r in rows]
 
     def store_estimate(
-        self, name: str, *, analyst: str, request_id: str, cache_key: str, record: ReleaseRecord
-    ) -> tuple[StoredRelease, bool]:
+        self, name: str, *, analyst: str, request_id: str, cache_key: str, record: ReleaseRecord | None
+    ) -> tuple[StoredRelease, bool] | None:
         """Store an estimate as a release at zero central cost; ``(stored release, True when stored now)``.
 
         A retry of the same (analyst, request id) and a request whose ``cache_key`` has a stored
-        release return that release (audited ``replay`` / ``cache_hit``) and store nothing.
+        release return that release (audited ``replay`` / ``cache_hit``) and store nothing. With
+        ``record=None`` the call only answers such a request and returns ``None`` (nothing written)
+        when there is nothing to answer: the caller decodes the estimate only then.
 
         Raises:
             UnknownDataset, UnknownAnalyst: not registered.
@@ -279,18 +281,6 @@ class Collections:
         """
         request_id = _name(request_id, "request id")
         loss = PureDP(0)
-        loss_text = canonical_json(loss_to_json(loss))
-        value_json = canonical_json(record.value)
-        params_json = canonical_json(record.parameters)
-        release = (
-            value_json,
-            record.mechanism,
-            record.mechanism_version,
-            params_json,
-            record.privacy_unit,
-            record.adjacency,
-            record.code_version,
-        )
         now = self._context.clock()
         with self._context.backend.write() as tx:
             dataset_id = int(_collection_row(tx, name, lock=True)[6])
@@ -309,10 +299,11 @@ class Collections:
                 event = "replay"
             else:
                 hit = cached_release(tx, dataset_id, cache_key)
-                if hit is not None:
-                    answer, event = hit, "cache_hit"
-                else:
-                    return self._store(tx, base, dataset_id, cache_key, loss_text, release, now), True
+                if hit is None:
+                    if record is None:
+                        return None
+                    return self._store(tx, base, dataset_id, cache_key, record, now), True
+                answer, event = hit, "cache_hit"
             payload = answer_payload(base, answer.charge_id, answer.release_id)
             if event == "cache_hit":
                 payload["cache_key"] = cache_key
@@ -320,16 +311,19 @@ class Collections:
         return answer, False
 
     def _store(
-        self,
-        tx: Tx,
-        base: Reservation,
-        dataset_id: int,
-        cache_key: str,
-        loss_text: str,
-        release: tuple[str, str, str, str, str, str, str],
-        now: float,
+        self, tx: Tx, base: Reservation, dataset_id: int, cache_key: str, record: ReleaseRecord, now: float
     ) -> StoredRelease:
         """Insert the zero-loss charge and its release, audited ``reserve`` then ``commit``."""
+        loss_text = canonical_json(loss_to_json(base.loss))
+        release = (
+            canonical_json(record.value),
+            record.mechanism,
+            record.mechanism_version,
+            canonical_json(record.parameters),
+            record.privacy_unit,
+            record.adjacency,
+            record.code_version,
+        )
         values = (dataset_id, base.analyst, base.request_id, loss_text, None, cache_key, "[]", "collection")
         charge_id = insert_charge(tx, (*values, now, now, None, now, None, None, cache_key))
         assert charge_id is not None  # the request id was checked absent in this transaction

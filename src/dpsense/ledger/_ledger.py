@@ -353,8 +353,8 @@ class Ledger:
         return self._collections.summaries(name)
 
     def store_estimate(
-        self, name: str, *, analyst: str, request_id: str, cache_key: str, record: ReleaseRecord
-    ) -> tuple[StoredRelease, bool]:
+        self, name: str, *, analyst: str, request_id: str, cache_key: str, record: ReleaseRecord | None
+    ) -> tuple[StoredRelease, bool] | None:
         """Store a collection's estimate as a zero-cost release: ``Collections.store_estimate``."""
         return self._collections.store_estimate(
             name, analyst=analyst, request_id=request_id, cache_key=cache_key, record=record

@@ -107,7 +107,7 @@ def ingest_reports(
     for i, item in enumerate(reports):
         clients.append(_client_id(item, i))
         bodies.append(item["report"])
-    decoding.summarize(scheme, bodies)  # every report checked before the ledger; raises InvalidData naming it
+    whole = decoding.summarize(scheme, bodies)  # every report checked before the ledger; raises naming it
     digest = hashlib.sha256(
         json.dumps([[c, b] for c, b in zip(clients, bodies, strict=True)], sort_keys=True).encode("utf-8")
     ).hexdigest()
@@ -117,7 +117,9 @@ def ingest_reports(
         batch_id=batch_id,
         body_sha256=digest,
         clients=clients,
-        summarize=lambda accepted: decoding.summarize(scheme, [bodies[i] for i in accepted]).to_json(),
+        summarize=lambda accepted: (  # summarized again only when the ledger refused some reports
+            whole if len(accepted) == len(bodies) else decoding.summarize(scheme, [bodies[i] for i in accepted])
+        ).to_json(),
     )
 
 
@@ -147,9 +149,13 @@ def estimate_frequencies(
     info = ledger.collection(name)
     scheme = parse_scheme(info.scheme)
     asked = _question(info, scheme, candidates, top)
-    state, summaries = ledger.collection_summaries(name)
-    question = {"collection": name, "state": list(state), "version": ESTIMATE_VERSION} | asked
-    cache_key = "collection:" + hashlib.sha256(json.dumps(question, sort_keys=True).encode("utf-8")).hexdigest()
+    answered = ledger.store_estimate(  # a retry or the same question on the same batches: nothing to decode
+        name, analyst=analyst, request_id=request_id, cache_key=_cache_key(name, info.state, asked), record=None
+    )
+    if answered is not None:
+        return Release(answered[0], cached=True, charged=None)
+    state, summaries = ledger.collection_summaries(name)  # batches may have arrived since: the key follows them
+    cache_key = _cache_key(name, state, asked)
     merged = decoding.Summary.empty(scheme)
     for item in summaries:
         merged = merged.merge(decoding.Summary.from_json(scheme, item))
@@ -178,10 +184,16 @@ def estimate_frequencies(
         adjacency=_ADJACENCY,
         code_version=__version__,
     )
-    stored, new = ledger.store_estimate(
-        name, analyst=analyst, request_id=request_id, cache_key=cache_key, record=record
-    )
-    return Release(stored, cached=not new, charged=PureDP(0) if new else None)
+    stored = ledger.store_estimate(name, analyst=analyst, request_id=request_id, cache_key=cache_key, record=record)
+    assert stored is not None  # a record is given: the call stores it or answers with the stored one
+    stored_release, new = stored
+    return Release(stored_release, cached=not new, charged=PureDP(0) if new else None)
+
+
+def _cache_key(name: str, state: tuple[int, int], asked: Mapping[str, Any]) -> str:
+    """The key of one question on one set of stored batches (their count and largest id name the set)."""
+    question = {"collection": name, "state": list(state), "version": ESTIMATE_VERSION} | dict(asked)
+    return "collection:" + hashlib.sha256(json.dumps(question, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def new_request_id() -> str:

@@ -167,8 +167,13 @@ def test_concurrent_batches_never_take_a_client_past_its_budget(ledger_url: str)
 
 def test_an_estimate_is_a_zero_cost_release_stored_once_per_key(ledger_url: str) -> None:
     with _ledger(ledger_url) as ledger:
+        entries = ledger.verify().entries
+        assert ledger.store_estimate("pages", analyst="alice", request_id="r0", cache_key="k1", record=None) is None
+        assert ledger.verify().entries == entries  # asking without a record wrote nothing
         stored, new = ledger.store_estimate("pages", analyst="alice", request_id="r1", cache_key="k1", record=RECORD)
         assert new and stored.dataset == "pages" and stored.value == RECORD.value
+        asked = ledger.store_estimate("pages", analyst="alice", request_id="r3", cache_key="k1", record=None)
+        assert asked is not None and asked[0].release_id == stored.release_id and not asked[1]
         hit, new_hit = ledger.store_estimate("pages", analyst="alice", request_id="r2", cache_key="k1", record=RECORD)
         assert not new_hit and hit.release_id == stored.release_id
         replay, new_replay = ledger.store_estimate(
@@ -180,7 +185,7 @@ def test_an_estimate_is_a_zero_cost_release_stored_once_per_key(ledger_url: str)
         charges = ledger.charges("pages")
         assert [c.loss for c in charges] == [PureDP(0)]
         assert [r.release_id for r in ledger.releases("pages")] == [stored.release_id]
-        assert ledger.cache_hits() == {stored.release_id: 1}
+        assert ledger.cache_hits() == {stored.release_id: 2}
         assert ledger.verify().ok
 
 
