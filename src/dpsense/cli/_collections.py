@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from dpsense.cli._app import (
+    DEFAULT_LEDGER,
     AnalystOpt,
     CreateOpt,
     CsvOpt,
@@ -45,7 +46,7 @@ app.add_typer(collection_app, name="collection")
 
 #: The most reports one ``ingest`` command sends in one batch (the ledger's batch limit).
 BATCH_REPORTS = 10_000
-DEFAULT_LEDGER = "sqlite:///dpsense.db"
+
 NameArg = Annotated[str, typer.Argument(help="The collection's name.")]
 
 

@@ -25,8 +25,7 @@ from pydantic import BaseModel, Field
 from dpsense.interface.documents import collection_document, release_document
 from dpsense.interface.spec import Name
 from dpsense.release import _collections as collections
-from dpsense.service._deps import ERRORS, Caller, CallerDep, submitter_of
-from dpsense.service._errors import ApiError
+from dpsense.service._deps import ERRORS, Caller, CallerDep, StewardDep, submitter_of
 from dpsense.service._workers import Worker
 
 router = APIRouter(prefix="/v1/collections", responses=ERRORS | {403: {"description": "a token of another role"}})
@@ -68,16 +67,9 @@ class EstimateIn(_Strict):
     request_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
 
 
-def _steward_or_analyst(caller: Caller) -> None:
-    if caller.identity.role not in ("steward", "analyst"):  # pragma: no cover - authenticated() refuses others
-        raise ApiError(403, "forbidden", "a collector token may only submit reports", fix="use an analyst token")
-
-
 @router.post("", status_code=201)
-async def register_collection(body: CollectionIn, caller: CallerDep) -> dict[str, Any]:
+async def register_collection(body: CollectionIn, caller: StewardDep) -> dict[str, Any]:
     """Register a collection (steward): its scheme, dictionary and per-client report budget."""
-    if caller.identity.role != "steward":
-        raise ApiError(403, "forbidden", "only the data steward may do this", fix="use a steward token")
 
     def work(worker: Worker) -> dict[str, Any]:
         info = collections.register_collection(
@@ -95,7 +87,6 @@ async def register_collection(body: CollectionIn, caller: CallerDep) -> dict[str
 @router.get("/{name}")
 async def get_collection(name: Name, caller: CallerDep) -> dict[str, Any]:
     """A collection's declaration, its devices' guarantee and its public tallies."""
-    _steward_or_analyst(caller)
     return await caller.run_worker(lambda worker: collection_document(worker.ledger.collection(name)))
 
 
@@ -121,7 +112,6 @@ async def submit_reports(name: Name, body: BatchIn, caller: SubmitterDep) -> dic
 @router.post("/{name}/estimates")
 async def estimate(name: Name, body: EstimateIn, caller: CallerDep) -> dict[str, Any]:
     """Frequency estimates from every stored batch, stored as a release (post-processing: no central cost)."""
-    _steward_or_analyst(caller)
 
     def work(worker: Worker) -> dict[str, Any]:
         release = collections.estimate_frequencies(

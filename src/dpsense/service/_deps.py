@@ -107,3 +107,13 @@ async def submitter_of(
 
 
 CallerDep = Annotated[Caller, Depends(authenticated)]
+
+
+async def steward(caller: CallerDep) -> Caller:
+    """The caller, who must hold a steward token (403 otherwise)."""
+    if caller.identity.role != "steward":
+        raise ApiError(403, "forbidden", "only the data steward may do this", fix="use a steward token")
+    return caller
+
+
+StewardDep = Annotated[Caller, Depends(steward)]

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 import duckdb
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel
 
@@ -31,7 +31,7 @@ from dpsense.interface.spec import Name
 from dpsense.ledger import Anchor, Scope, checkpoint_document
 from dpsense.release import Budget, PrivacyPolicy, Session
 from dpsense.service._dashboard import SECURITY_HEADERS, SIGN_IN_STYLE, render_dashboard
-from dpsense.service._deps import ERRORS, Caller, CallerDep, service_of, verify
+from dpsense.service._deps import ERRORS, StewardDep, service_of, verify
 from dpsense.service._errors import ApiError
 from dpsense.service._models import (
     AmendedOut,
@@ -51,14 +51,6 @@ from dpsense.service._workers import Worker, service_session
 COOKIE = "dpsense_token"
 
 
-async def steward(caller: CallerDep) -> Caller:
-    """The caller, who must hold a steward token (403 otherwise)."""
-    if caller.identity.role != "steward":
-        raise ApiError(403, "forbidden", "only the data steward may do this", fix="use a steward token")
-    return caller
-
-
-StewardDep = Annotated[Caller, Depends(steward)]
 #: The JSON body model of each steward route (read and checked off the event loop by ``_body.BodyCheck``).
 STEWARD_BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("POST", "/v1/steward/datasets"): RegisterIn,
