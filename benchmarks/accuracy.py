@@ -76,7 +76,10 @@ Beside the default, the column ``dpsense_adaptive_clip`` shows the mean an analy
 with ``dp.mean("x", mechanism="adaptive_clip")`` (approximate bounds, then the mean clipped to them); it
 is information only (no ratio, win or target counts it), and an INFO line names the cells where it is
 3x better than every anchor. ``CELLS=latency,heavy`` runs only the named cells; ``EPSILONS=0.01,10``
-runs other ε. The size sweep (the ``cluster`` and ``ages`` shapes at n = 10^2, 10^4 and 10^6:
+runs other ε. The declared-step cells (``wine_step``, ``iris_step``, ``carat_step``, ``penguins_step``,
+``latency_step``, ``diabetes_f_step``: the same columns registered with their recording step, docs/planner.md
+"A declared recording step") run only when named in ``CELLS``, beside their default cells.
+The size sweep (the ``cluster`` and ``ages`` shapes at n = 10^2, 10^4 and 10^6:
 ``cluster_n100`` ... ``ages_n1000000``) runs only when named in ``CELLS``; PipelineDP is skipped at
 10^6 rows (pure Python).
 
@@ -109,7 +112,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -156,6 +159,7 @@ class Cell:
     high: float
     integer: bool
     description: str
+    step: str | None = None  # a recording step the steward declares (``register_dataset(steps=...)``)
 
     @property
     def width(self) -> float:
@@ -233,10 +237,34 @@ def size_cells() -> list[Cell]:
     return out
 
 
+#: Cells with a declared recording step, run only when named in CELLS: the recorded resolution of each column
+#: (a fact a steward knows from how the data is collected), e.g. ``wine_step``: the alcohol column in hundredths.
+STEP_VARIANTS = {
+    "wine_step": ("wine", "0.01"),
+    "iris_step": ("iris", "0.1"),
+    "carat_step": ("carat", "0.01"),
+    "penguins_step": ("penguins", "25"),
+    "latency_step": ("latency", "0.1"),
+    "diabetes_f_step": ("diabetes_f", "1"),
+}
+
+
+def step_cells(cells: list[Cell]) -> list[Cell]:
+    """The named ``STEP_VARIANTS``: the same data and domain, registered with the column's recording step."""
+    by_name = {c.name: c for c in cells}
+    out = []
+    for name, (base, step) in STEP_VARIANTS.items():
+        if name in ONLY and base in by_name:
+            cell = by_name[base]
+            out.append(replace(cell, name=name, step=step, description=f"{cell.description}, step {step} declared"))
+    return out
+
+
 def panel() -> list[Cell]:
     one_d, _, _ = build_panel()
     cells = [Cell(d.name, d.values, d.low, d.high, False, d.description) for d in one_d]
-    return cells + extra_cells() + size_cells()
+    extra = extra_cells()
+    return cells + extra + step_cells(extra) + size_cells()
 
 
 def truth(stat: str, values: np.ndarray) -> float:
@@ -291,6 +319,7 @@ class DPSense:
                 source=frame,
                 privacy_unit="uid",
                 bounds={"x": (int(cell.low), int(cell.high)) if cell.integer else (cell.low, cell.high)},
+                steps={"x": cell.step} if cell.step is not None else None,
                 max_rows_per_unit=1,
                 budget=dp.Budget(epsilon=10**7),
                 policy=dp.PrivacyPolicy(**POLICY),  # type: ignore[arg-type]

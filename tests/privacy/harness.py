@@ -58,6 +58,8 @@ SELECT_KEYS = ("p", "q", "r")  # the column grouped without public keys (private
 WARDS = ("x", "y")  # the second public group column ``w`` (grouping by several columns)
 VERTICES = tuple(range(6))
 LOW, HIGH = 0, 100
+#: The recording step of v declared in the contexts with declared caps (v holds whole numbers).
+STEP = "0.5"
 #: Number of public cells of the order-statistic mechanisms (their documented default).
 RESOLUTION = 1 << 32
 TOLERANCE = 1e-9
@@ -76,7 +78,8 @@ class Context:
     filtered: bool
     columns: int = 1  # grouped by g alone, or by (g, w): groups are value pairs
     #: the steward declares a groups-per-unit bound for g and w at registration: the engine then counts
-    #: each unit's groups once and windows only the units above the query's cap (``_indexed_view``)
+    #: each unit's groups once and windows only the units above the query's cap (``_indexed_view``),
+    #: and a recording step of v (``STEP``): its quantiles choose among the step's points
     declared_caps: bool = False
 
     @property
@@ -344,10 +347,21 @@ def capturing() -> Iterator[Capture]:
             *,
             integers: bool = False,
             decimal_points: bool = False,
+            recording_step: Any = None,
         ) -> Any:
             cap.pending = cap.add("order", step, _materialize(x), q=q, bounds=bounds, eps=eps)
             try:
-                return original_order(step, x, q, bounds, eps, adj, integers=integers, decimal_points=decimal_points)
+                return original_order(
+                    step,
+                    x,
+                    q,
+                    bounds,
+                    eps,
+                    adj,
+                    integers=integers,
+                    decimal_points=decimal_points,
+                    recording_step=recording_step,
+                )
             finally:
                 cap.pending = None
 
@@ -356,11 +370,21 @@ def capturing() -> Iterator[Capture]:
         original_joint = _data_dependent.joint_release
 
         def joint_release(
-            step: PlanStep, x: Any, qs: Any, bounds: Any, eps: Fraction, adj: Any, *, decimal_points: bool = False
+            step: PlanStep,
+            x: Any,
+            qs: Any,
+            bounds: Any,
+            eps: Fraction,
+            adj: Any,
+            *,
+            decimal_points: bool = False,
+            recording_step: Any = None,
         ) -> Any:
             cap.pending = cap.add("order", step, _materialize(x), qs=qs, bounds=bounds, eps=eps)
             try:
-                return original_joint(step, x, qs, bounds, eps, adj, decimal_points=decimal_points)
+                return original_joint(
+                    step, x, qs, bounds, eps, adj, decimal_points=decimal_points, recording_step=recording_step
+                )
             finally:
                 cap.pending = None
 
@@ -493,6 +517,7 @@ def register(session: dp.Session, name: str, data: pd.DataFrame, ctx: Context, r
         policies={"v": "clamp", "px": "clamp", "py": "clamp"},
         max_rows_per_unit=rows_per_unit,
         max_groups_per_unit={"g": 2, "w": 2} if ctx.declared_caps else None,
+        steps={"v": STEP} if ctx.declared_caps else None,
         budget=dp.Budget(epsilon=10**7, delta=Fraction(1, 10**6)),
         policy=policy(),
     )
@@ -660,15 +685,21 @@ def em_law(
     add_remove: bool = False,
     integers: bool = False,
     decimal_points: bool = False,
+    step: Fraction | None = None,
 ) -> Law:
     """Smith's EM quantile with tie-aware ranks, written from its definition (not from the sampler).
 
     p(c) ~ m(c) exp(-eps dist(q n, [#{< c}, #{<= c}]) / (2 Δu)) over the public candidates (2^32 cells of
     [L, U]; or the integers of [L, U]; or the cells and the points of the decimal grids of [L, U], the
-    cells with half the mass and each grid an equal share of the other half);
+    cells with half the mass and each grid an equal share of the other half; or the multiples k s of a
+    declared step in [L, U], each record at its nearest, as cells 0..K-1 of the indices);
     Δu = max(q, 1 - q) under add/remove, else 1.
     """
-    if integers:
+    if step is not None:
+        first, last = math.ceil(Fraction(low) / step), math.floor(Fraction(high) / step)
+        cells = sorted(min(max(round(Fraction(float(v)) / step), first), last) - first for v in values)
+        resolution = last - first + 1
+    elif integers:
         first, last = math.ceil(low), math.floor(high)
         cells = sorted(round(min(max(float(v), first), last)) - first for v in values)
         resolution = last - first + 1
@@ -684,7 +715,7 @@ def em_law(
         dist = max(below - q * n, q * n - at_most, Fraction(0))
         return -float(eps * dist / (2 * sens))
 
-    grids = () if integers or not decimal_points else mech.quantile.point_grids((low, high))
+    grids = () if integers or step is not None or not decimal_points else mech.quantile.point_grids((low, high))
     if not grids:
         return _law(cells, resolution, log_weight)
     # base measure: 2^20 per cell; each of the J decimal grids 2^20 K / J in all, rounded down per point
@@ -876,6 +907,7 @@ def _exact_law(call: Call) -> Law | None:
         add_remove = kw.get("adjacency") is Adjacency.ADD_REMOVE
         q, eps, integers = Fraction(kw["q"]), Fraction(kw["epsilon"]), bool(kw.get("integers"))
         points = bool(kw.get("decimal_points"))
+        declared = kw.get("step")
         return em_law(
             values,
             q=q,
@@ -885,6 +917,7 @@ def _exact_law(call: Call) -> Law | None:
             add_remove=add_remove,
             integers=integers,
             decimal_points=points,
+            step=None if declared is None else Fraction(declared.text()),
         )
     if name == "inverse_sensitivity_order_statistic":
         return inverse_sensitivity_law(

@@ -345,8 +345,13 @@ def _issue_frame(moved: bool) -> pd.DataFrame:
     return h.frame(data)
 
 
-def _issue_13_releases(tmp_path: Path, aggregate: dp.Aggregate) -> tuple[h.Outcome, h.Outcome]:
-    """``aggregate`` grouped by g on the issue-13 pair (C = 1, step ε = 1), before and after unit "0" moves."""
+def _issue_13_releases(
+    tmp_path: Path, aggregate: dp.Aggregate, steps: dict[str, str] | None = None
+) -> tuple[h.Outcome, h.Outcome]:
+    """``aggregate`` grouped by g on the issue-13 pair (C = 1, step ε = 1), before and after unit "0" moves.
+
+    ``steps``: recording steps declared at registration (``register_dataset(steps=...)``).
+    """
     url = f"sqlite:///{tmp_path / 'issue.db'}"
     ctx = h.Context("replace", True, False)
     outcomes = []
@@ -366,6 +371,7 @@ def _issue_13_releases(tmp_path: Path, aggregate: dp.Aggregate) -> tuple[h.Outco
                     max_rows_per_unit=1,
                     budget=dp.Budget(epsilon=10**7, delta=Fraction(1, 10**6)),
                     policy=h.policy(),
+                    steps=steps,
                 )
             query = ds.query().group_by("g").max_groups_per_unit(1).agg(out=aggregate)
             outcomes.append(h.release(session, query, epsilon=1, delta=0, seed=8, request_id=name))
@@ -388,6 +394,41 @@ def test_issue_13_grouped_median_under_replace(tmp_path: Path) -> None:
     assert len(ranges) == 2
     loss = h.joint_log_ratio(ranges)
     assert loss <= float(step.loss.epsilon) + h.TOLERANCE, f"exact joint log-ratio {loss:.4f} > charged ε 1"
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_declared_step_median_under_replace_and_a_broken_epsilon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: bool
+) -> None:
+    """The issue-13 pair with v's recording step 10 declared: the median's exact law over the step's points.
+
+    Both groups' calls choose among the 101 points of 10 Z in [0, 1000] (the law from the definition,
+    ``h.em_law(step=...)``); the harness's checks pass and the joint log-ratio stays within the charged
+    ε = 1. Control: the step's release run at twice the ε it was given is caught (group privacy over the
+    measured record changes, at the ε the mechanism ran with, exceeds the charge).
+    """
+    if broken:
+        from dpsense.release import _data_dependent
+
+        original = _data_dependent.order_release
+
+        def doubled(step: Any, x: Any, q: Any, bounds: Any, eps: Fraction, adj: Any, **kw: Any) -> Any:
+            return original(step, x, q, bounds, 2 * eps if kw.get("recording_step") else eps, adj, **kw)
+
+        monkeypatch.setattr(_data_dependent, "order_release", doubled)
+    ox, oy = _issue_13_releases(tmp_path, dp.median("v"), steps={"v": "10"})
+    assert ox.status == oy.status == "ok", (ox.error, oy.error)
+    laws = []
+    for side in (ox, oy):
+        calls = [c for c in side.calls if c.kind == "order"]
+        assert [h._mechanism(c)[1]["step"].text() for c in calls] == ["10", "10"]  # type: ignore[index]
+        laws.append([h._exact_law(c) for c in calls])
+    ranges = [h.log_ratio_range(a, b) for a, b in zip(laws[0], laws[1], strict=True) if a and b]
+    assert len(ranges) == 2
+    loss = h.joint_log_ratio(ranges)
+    assert broken or loss <= 1 + h.TOLERANCE, f"exact joint log-ratio {loss:.4f} > charged ε 1"
+    problems = h.check_pair("out", ox, oy)
+    assert bool(problems) == broken, problems
 
 
 @pytest.mark.parametrize("broken", [False, True])

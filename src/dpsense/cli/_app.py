@@ -48,6 +48,7 @@ from dpsense.cli._options import (
     parse_counts,
     parse_hierarchies,
     parse_keys,
+    parse_steps,
     real_option,
 )
 from dpsense.core.errors import DPSenseError, LedgerUnreadable, UsageError
@@ -270,6 +271,15 @@ def demo(
 KindOpt = Annotated[list[str] | None, typer.Option("--kind", metavar="COL=KIND", help=" | ".join(KINDS))]
 ColumnPolicyOpt = Annotated[list[str] | None, typer.Option("--policy", metavar="COL=POLICY", help=" | ".join(POLICIES))]
 MaxRowsOpt = Annotated[int | None, typer.Option("--max-rows-per-unit", metavar="C")]
+StepOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--step",
+        metavar="COL=S",
+        help="COL's values are recorded in steps of the decimal S (e.g. alcohol=0.01, income=1000): its "
+        "medians and quantiles choose among the multiples of S.",
+    ),
+]
 
 
 @dataset_app.command("add")
@@ -301,6 +311,7 @@ def dataset_add(
         ),
     ] = None,
     keys: Annotated[list[str] | None, typer.Option("--keys", metavar="COL=a,b,c", help="Public keys.")] = None,
+    step: StepOpt = None,
     kind: KindOpt = None,
     policy: ColumnPolicyOpt = None,
     max_rows_per_unit: MaxRowsOpt = None,
@@ -386,6 +397,7 @@ def dataset_add(
                     max_groups_per_unit=group_caps,
                     typical=typical_ranges,
                     hierarchies=hierarchies or None,
+                    steps=parse_steps(step or []),
                     snapshot=snapshot,
                     progress=progress,
                 )
@@ -408,7 +420,7 @@ def _pairs(flag: str, items: list[str] | None) -> list[tuple[str, str]]:
 
 
 #: What ``dataset amend --remove`` can take away, by its flag's name.
-_REMOVABLE = ("bound", "typical", "keys", "max-groups")
+_REMOVABLE = ("bound", "typical", "keys", "max-groups", "step")
 
 
 @dataset_app.command("amend")
@@ -419,6 +431,7 @@ def dataset_amend(
         list[str] | None, typer.Option("--typical", metavar="COL=A:B", help="A new typical range of COL.")
     ] = None,
     keys: Annotated[list[str] | None, typer.Option("--keys", metavar="COL=a,b,c", help="New public keys.")] = None,
+    step: StepOpt = None,
     kind: KindOpt = None,
     policy: ColumnPolicyOpt = None,
     max_rows_per_unit: MaxRowsOpt = None,
@@ -487,6 +500,7 @@ def dataset_amend(
                 kinds=parse_choices("--kind", kind or [], KINDS, "location=point"),
                 policies=parse_choices("--policy", policy or [], POLICIES, "hours=clamp"),
                 typical=typical_ranges,
+                steps={**parse_steps(step or []), **dict.fromkeys(removed["step"])},
                 max_rows_per_unit=max_rows_per_unit,
                 max_groups_per_unit=group_caps,
                 policy=the_policy,

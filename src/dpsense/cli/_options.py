@@ -151,6 +151,16 @@ def parse_counts(option: str, items: Sequence[str], example: str) -> dict[str, i
     return out
 
 
+def parse_steps(items: Sequence[str]) -> dict[str, str]:
+    """``["alcohol=0.01"]`` -> ``{"alcohol": "0.01"}`` (a decimal string, kept exact; the schema checks the rule)."""
+    out: dict[str, str] = {}
+    for item in items:
+        column, value = _split("--step", item, "alcohol=0.01")
+        _once("--step", out, column, item)
+        out[column] = number_option("--step", value.strip())
+    return out
+
+
 def parse_choices_by_value(
     option: str, items: Sequence[str], choices: Sequence[str], example: str
 ) -> dict[str, list[str]]:

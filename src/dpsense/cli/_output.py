@@ -270,7 +270,8 @@ def profile_table(name: str, snapshot: str, profile: Profile) -> Table:
     """A registered snapshot's public profile: every declaration, so a steward sees what releases use.
 
     The title holds the privacy unit, the adjacency and the rows per unit (C); per column its kind,
-    bounds (and typical range), keys, data policy and the declared cap on its groups per unit.
+    bounds (with its typical range and recording step), keys, data policy and the declared cap on its
+    groups per unit.
     """
     rows = "no row bound" if profile.max_rows_per_unit is None else f"at most {profile.max_rows_per_unit} rows per unit"
     table = Table(
@@ -283,6 +284,8 @@ def profile_table(name: str, snapshot: str, profile: Profile) -> Table:
         bounds = "" if facts.bounds is None else f"[{decimal_text(facts.bounds[0])}, {decimal_text(facts.bounds[1])}]"
         if facts.typical is not None:
             bounds += f" typical [{decimal_text(facts.typical[0])}, {decimal_text(facts.typical[1])}]"
+        if facts.step is not None:
+            bounds += f" step {facts.step.text()}"
         keys = "" if facts.keys is None else ", ".join(map(str, facts.keys))
         cap = profile.max_groups_per_unit.get(column)
         table.add_row(column, facts.kind.value, bounds, keys, facts.policy, "" if cap is None else f"at most {cap}")

@@ -28,6 +28,7 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike, to_fraction
 from dpsense.core.privacy_loss import PureDP, check_epsilon
+from dpsense.core.steps import DecimalStep
 from dpsense.mechanisms._validate import check_bounds_pair
 from dpsense.mechanisms.quantile import MECHANISM as EM_MECHANISM
 from dpsense.mechanisms.quantile import em_quantile, record_values
@@ -63,6 +64,7 @@ def recursive_quantiles(
     adjacency: Adjacency | None = None,
     decimal_points: bool = False,
     resolution: int | None = None,
+    step: NumberLike | DecimalStep | None = None,
 ) -> MechanismResult:
     """The m quantiles ``qs`` of ``values`` clipped to ``bounds``, ε-DP in total, ε/⌈log2(m + 1)⌉ per split.
 
@@ -74,6 +76,9 @@ def recursive_quantiles(
         adjacency: ``Adjacency.ADD_REMOVE`` for add/remove; anything else (replace) halves each split's ε.
         decimal_points: the decimal points of each split's domain join its cells (``em_quantile``).
         resolution: the number of cells of each split's domain (``em_quantile``'s; default 2^32).
+        step: a declared recording step: each split chooses among its points in the split's domain
+            (``em_quantile``'s; a split's ends are released points or the bounds, so it holds one when
+            the bounds do).
 
     Returns:
         A ``MechanismResult`` whose ``value`` is a float64 array in the order of ``qs`` (non-decreasing),
@@ -105,6 +110,7 @@ def recursive_quantiles(
             adjacency=Adjacency.ADD_REMOVE,  # each split sees an added or a removed record
             decimal_points=decimal_points,
             resolution=resolution,
+            step=step,
         ).value
         out[middle] = value
         cut = int(np.searchsorted(part, value, side="right"))  # a public map of each record, given the output

@@ -11,8 +11,9 @@ Mironov's attack does not apply). Rank accuracy: (2Δu/ε) ln(K/β) beyond the b
 Exact sampling: integer exponents on a public grid with an exact acceptance step for long denominators.
 For a numeric column the points of the decimal grids of [L, U] (10^e Z with 2 to 2^16 points each) can
 join the cells as candidates, so a tie at a recorded value (a whole number, a tenth, a cent stored as a
-float) is released at its value. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact
-exponents), §8.2 (ties, add/remove Δu, integer candidates), §8.3 (decimal points).
+float) is released at its value; a column's declared recording step s makes the points k s of [L, U]
+the only candidates. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents), §8.2
+(ties, add/remove Δu, integer candidates), §8.3 (decimal points), §8.5 (a declared step).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import UsageError
 from dpsense.core.numbers import NumberLike, to_fraction, widen
 from dpsense.core.privacy_loss import PureDP, check_epsilon
+from dpsense.core.steps import DecimalStep, check_step
 from dpsense.mechanisms._validate import MAX_CELLS, as_record_values, check_bounds_pair, check_resolution
 from dpsense.mechanisms.result import MechanismResult
 from dpsense.noise import exact
@@ -214,7 +216,7 @@ def _grid_positions(clipped: F64, grid: DecimalGrid) -> I64:
     return positions.astype(np.int64)
 
 
-_BY_CELL, _BY_INTEGER, _BY_GRID, _BY_GIVEN = range(4)  # how a lattice maps a record
+_BY_CELL, _BY_INTEGER, _BY_GRID, _BY_GIVEN, _BY_STEP = range(5)  # how a lattice maps a record
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,8 @@ class _Lattice:
     """One candidate set: its public positions and the non-decreasing public map of a record to its position.
 
     ``kind``: K equal cells of [lower, upper]; the integers lower..upper (records rounded); the half-step
-    lattice of a decimal grid (candidates at odd positions: stride 2, offset 1); or records given as cells.
+    lattice of a decimal grid (candidates at odd positions: stride 2, offset 1); the points k s, k =
+    lower..upper, of a declared step s (records rounded to the nearest); or records given as cells.
     """
 
     lower: float
@@ -232,6 +235,7 @@ class _Lattice:
     grid: DecimalGrid | None = None
     stride: int = 1
     offset: int = 0
+    step: DecimalStep | None = None
 
     def positions(self, records: NDArray[Any]) -> I64:
         """The positions of sorted records (sorted too: the map is non-decreasing)."""
@@ -240,6 +244,9 @@ class _Lattice:
         if self.kind == _BY_INTEGER:
             rounded: F64 = np.rint(np.clip(records, self.lower, self.upper)) - self.lower
             return rounded.astype(np.int64)
+        if self.step is not None:
+            first = int(self.lower)
+            return self.step.nearest(records, first, int(self.upper)) - first
         if self.grid is not None:
             return _grid_positions(records, self.grid)
         given: I64 = np.asarray(records, dtype=np.int64)
@@ -649,16 +656,54 @@ def _cell_midpoints(cell: I64, low: float, high: float, resolution: int) -> F64:
     return np.clip(midpoint, low, high)
 
 
+def step_candidates(bounds: tuple[float, float], step: NumberLike | DecimalStep) -> tuple[DecimalStep, int, int]:
+    """The declared step s and the indices first..last of its points k s inside [L, U]; refused when none.
+
+    ``step_span`` is the builder's question (``None`` instead of the refusal), asked before any charge.
+    """
+    low, high = check_bounds_pair(bounds)
+    grid = step if isinstance(step, DecimalStep) else check_step(step, what="step")
+    span = step_span(low, high, grid)
+    if span is None:
+        raise UsageError(
+            f"step candidates need 1 to 2^52 points k x {grid.text()} within the bounds, |k m| <= 2^50",
+            (low, high),
+            "widen the bounds to hold a point of the step, or drop step=",
+        )
+    return grid, *span
+
+
+def step_span(low: float, high: float, step: DecimalStep) -> tuple[int, int] | None:
+    """The indices of the step's points whose doubles lie in [L, U], when there are 1 to 2^52 (public facts)."""
+    span = step.points(low, high)
+    if span is None or span[1] - span[0] + 1 > MAX_CELLS:
+        return None
+    return span
+
+
 def _prepared(
-    values: ArrayLike, bounds: tuple[float, float], resolution: int | None, integers: bool, points: bool
+    values: ArrayLike,
+    bounds: tuple[float, float],
+    resolution: int | None,
+    integers: bool,
+    points: bool,
+    step: NumberLike | DecimalStep | None = None,
 ) -> tuple[_Candidates, Callable[[I64, I64], F64]]:
     """The records on their public candidates, and the map from a chosen (set, position) to the released value.
 
     ``integers``: the integers of [L, U] alone (an integer column). ``points``: the K cells and the
     points of every decimal grid of [L, U] (``decimal_grids``) together, the cells with half the base
     measure and each of the J grids with 1/(2J) of it (docs/math/exponential-mechanism.md §8.3); cells
-    alone when no grid fits or K > 2^32.
+    alone when no grid fits or K > 2^32. ``step``: the points k s of a declared step alone, each record
+    rounded to the nearest (§8.5); it takes precedence over ``integers`` and ``points``.
     """
+    if step is not None:
+        if resolution is not None:
+            raise UsageError("step candidates fix the resolution (one per point)", resolution, "drop resolution=")
+        grid, first, last = step_candidates(bounds, step)
+        lattice = _Lattice(float(first), float(last), last - first + 1, _BY_STEP, step=grid)
+        records = np.sort(record_values(values))  # the nearest point is non-decreasing in the record
+        return _Candidates(records, (lattice,), (1,)), lambda _, k: grid.values((k + first).astype(np.float64))
     if integers:
         if resolution is not None:
             raise UsageError(
@@ -722,6 +767,12 @@ def _details(
     epsilon: Fraction, sensitivity: Fraction, candidates: _Candidates, count: int, integers: bool
 ) -> dict[str, Any]:
     cells = candidates.lattices[0]
+    if cells.step is not None:
+        details = dict(_public_details(epsilon, sensitivity, cells.resolution, False, count, False))
+        step = cells.step.text()
+        details.update(candidates=f"the points of the declared step {step}", output="the chosen point")
+        details["cell_width"] = float(cells.step.value)
+        return details
     width = 1.0 if integers else (cells.upper * 0.5 - cells.lower * 0.5) * 2.0 / cells.resolution
     points = len(candidates.lattices) > 1
     details = dict(_public_details(epsilon, sensitivity, cells.resolution, points, count, integers))
@@ -776,6 +827,7 @@ def em_quantile(
     adjacency: Adjacency | None = None,
     integers: bool = False,
     decimal_points: bool = False,
+    step: NumberLike | DecimalStep | None = None,
 ) -> MechanismResult:
     """An epsilon-DP q-quantile of ``values`` clipped to public ``bounds``, by the exponential mechanism.
 
@@ -798,6 +850,9 @@ def em_quantile(
             [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
             at a recorded value of a numeric column (whole years, tenths, cents) is released at that
             value (docs/math/exponential-mechanism.md §8.3). Cells alone when resolution > 2^32.
+        step: a declared recording step s (a decimal such as ``"0.01"`` or ``25``): the candidates are the
+            points k s in [L, U] alone, each record rounded to the nearest (§8.5); overrides ``integers``
+            and ``decimal_points``.
 
     Returns:
         A ``MechanismResult`` with ``value`` the released float, ``loss = PureDP(epsilon)``,
@@ -811,7 +866,7 @@ def em_quantile(
     """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    candidates, release = _prepared(values, bounds, resolution, integers, decimal_points)
+    candidates, release = _prepared(values, bounds, resolution, integers, decimal_points, step)
     sensitivity = utility_sensitivity(quantile, adjacency)
     part, chosen = _draw(candidates, quantile, eps / sensitivity, 1)
     return MechanismResult(
@@ -834,6 +889,7 @@ def em_quantiles(
     adjacency: Adjacency | None = None,
     integers: bool = False,
     decimal_points: bool = False,
+    step: NumberLike | DecimalStep | None = None,
 ) -> MechanismResult:
     """Several quantiles, each by ``em_quantile``'s mechanism with epsilon / len(qs).
 
@@ -850,7 +906,7 @@ def em_quantiles(
     if isinstance(qs, (str, bytes)) or len(qs) == 0:
         raise UsageError("qs must be a non-empty sequence of quantiles", qs, "pass e.g. qs=[0.25, 0.5, 0.75]")
     quantiles = [_check_q(q) for q in qs]
-    candidates, release = _prepared(values, bounds, resolution, integers, decimal_points)
+    candidates, release = _prepared(values, bounds, resolution, integers, decimal_points, step)
     share = eps / len(quantiles)
     sensitivities = [utility_sensitivity(quantile, adjacency) for quantile in quantiles]
     draws = [

@@ -15,7 +15,9 @@ from fractions import Fraction
 from typing import Any, cast
 
 from dpsense.core.errors import InvalidBounds, UnsupportedRequest, UsageError
-from dpsense.mechanisms.quantile import integer_span
+from dpsense.core.numbers import inward_interval
+from dpsense.core.steps import DecimalStep
+from dpsense.mechanisms.quantile import integer_span, step_span
 from dpsense.query._aggregates import NUMERIC_KINDS, Aggregate, AggregateKind
 from dpsense.query._hierarchy import LEVEL_COLUMN
 from dpsense.query._ir import AggregateIR, FilterIR, FilterOp, GroupByIR, QueryIR
@@ -361,6 +363,7 @@ def _resolve_aggregate(name: str, spec: Aggregate, schema: Schema) -> AggregateI
         keys=keys,
         proposed_bound=_checked_proposed_bound(name, spec),
         integer_candidates=_integer_candidates(kind, columns, bounds),
+        step=_step_candidates(kind, columns, bounds),
         typical=columns[0].typical if kind in _ADAPTIVE_KINDS and columns else None,
         qs=spec.qs,
         split=split,
@@ -377,6 +380,23 @@ def _integer_candidates(kind: AggregateKind, columns: tuple[Column, ...], bounds
         return False
     low, high = bounds[0]
     return integer_span(low, high) is not None
+
+
+def _step_candidates(
+    kind: AggregateKind, columns: tuple[Column, ...], bounds: tuple[Bounds, ...]
+) -> DecimalStep | None:
+    """The declared recording step of a quantile's column when its bounds hold a point of it (``step_span``)."""
+    if kind not in _ORDER_KINDS or columns[0].step is None:
+        return None
+    try:
+        low, high = inward_interval(*bounds[0])  # the doubles the release clips to
+    except InvalidBounds:
+        return None
+    return columns[0].step if step_span(low, high, columns[0].step) is not None else None
+
+
+#: The statistics whose exponential mechanism chooses among a declared step's points.
+_ORDER_KINDS = frozenset({AggregateKind.MEDIAN, AggregateKind.QUANTILE, AggregateKind.QUANTILES})
 
 
 def _checked_proposed_bound(name: str, spec: Aggregate) -> Fraction | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
+from dpsense.core.steps import DecimalStep
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._schema import Bounds
 from dpsense.query._values import Tagged, Value, rational, tagged
@@ -109,8 +110,10 @@ class AggregateIR(_ComparedByCanonicalForm):
     statistic of a column declared integer, ``integer_candidates`` makes the exponential mechanism
     choose among the integers of the bounds (a public fact of the schema). For a mean or sum of a
     column with a declared typical range, ``typical`` holds it (the planner's adaptive-clip rule reads it);
-    ``qs`` are the quantiles of ``quantiles``. For a hierarchical count, ``columns`` are the hierarchy's
-    levels from the top down and ``split`` the share of ε of each level (the total first), summing to 1.
+    ``qs`` are the quantiles of ``quantiles``. For an order statistic of a column with a declared
+    recording step whose bounds hold a point of it, ``step`` makes the step's points the candidates.
+    For a hierarchical count, ``columns`` are the hierarchy's levels from the top down and ``split``
+    the share of ε of each level (the total first), summing to 1.
     """
 
     name: str
@@ -127,6 +130,7 @@ class AggregateIR(_ComparedByCanonicalForm):
     typical: Bounds | None = None
     qs: tuple[Fraction, ...] | None = None
     split: tuple[Fraction, ...] | None = None
+    step: DecimalStep | None = None
 
     @property
     def needs_partition_selection(self) -> bool:
@@ -152,6 +156,7 @@ class AggregateIR(_ComparedByCanonicalForm):
             **({} if self.typical is None else {"typical": [rational(b) for b in self.typical]}),
             **({} if self.qs is None else {"qs": [rational(q) for q in self.qs]}),
             **({} if self.split is None else {"split": [rational(w) for w in self.split]}),
+            **({} if self.step is None else {"step": self.step.text()}),
         }
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import Enum
 from fractions import Fraction
 
 from dpsense.core.errors import InvalidBounds, UsageError
+from dpsense.core.steps import STEP_RULE, DecimalStep, check_step
 from dpsense.query._values import PublicValue, Value, exact, normalise_set, tagged
 
 Bounds = tuple[Fraction, Fraction]
@@ -64,6 +66,18 @@ def check_bounds(bounds: object, *, what: str) -> Bounds:
 
 
 TYPICAL_KINDS = "a typical range belongs to a numeric or integer column"
+STEP_KINDS = "a recording step belongs to a numeric or integer column"
+
+
+def declared_step(column: str, kind: ColumnKind, declared: object) -> DecimalStep:
+    """A column's declared recording step (``core.steps``): numeric and integer columns; whole for integers."""
+    if not kind.is_numeric:
+        raise UsageError(STEP_KINDS, column, "drop the step, or declare the column's kind numeric")
+    if isinstance(declared, DecimalStep):
+        return declared
+    if not isinstance(declared, int | float | str | Fraction | Decimal) or isinstance(declared, bool):
+        raise UsageError(f"step of {column!r}: {STEP_RULE}", declared, "declare e.g. 0.01")
+    return check_step(declared, what=f"step of {column!r}", integer=kind is ColumnKind.INTEGER)
 
 
 def check_typical(column: str, declared: object, bounds: Bounds | None) -> Bounds:
@@ -135,7 +149,8 @@ class Column:
     ``typical`` is the steward's declared typical range of a bounded numeric column: a public hint
     where most values lie, inside the bounds, not a bound (no value is refused or clipped by it). The
     planner reads it to choose the adaptive clip for a mean or sum over a domain much wider than it
-    (``dpsense.statistics._adaptive``).
+    (``dpsense.statistics._adaptive``). ``step`` is the declared recording step of a numeric or integer
+    column (``dpsense.core.steps``): its quantiles choose among the multiples of it.
     """
 
     name: str
@@ -143,6 +158,7 @@ class Column:
     bounds: Bounds | None = None
     keys: tuple[Value, ...] | None = None
     typical: Bounds | None = None
+    step: DecimalStep | None = None
 
 
 class Schema:
@@ -153,7 +169,8 @@ class Schema:
         Schema({"person_id": "unit", "hours": "numeric", "region": "categorical"},
                bounds={"hours": (0, 24)}, keys={"region": ["north", "south"]})
 
-    ``typical`` declares a column's typical range (within its bounds; see ``Column``); ``hierarchies``
+    ``typical`` declares a column's typical range (within its bounds; see ``Column``), ``steps`` its
+    recording step (a decimal such as ``"0.01"``, numeric and integer columns); ``hierarchies``
     the public hierarchies of group columns by name (validated by ``query._hierarchy.declare_hierarchy``
     at registration; here their levels must be group columns of the schema).
     """
@@ -168,6 +185,7 @@ class Schema:
         keys: Mapping[str, Iterable[PublicValue]] | None = None,
         typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
         hierarchies: Mapping[str, Hierarchy] | None = None,
+        steps: Mapping[str, PublicValue | DecimalStep] | None = None,
     ) -> None:
         kinds = {self._name(n): ColumnKind.parse(k, column=n) for n, k in columns.items()}
         if not kinds:
@@ -192,12 +210,17 @@ class Schema:
             if not self._known(kinds, name, "typical ranges").is_numeric:
                 raise UsageError(TYPICAL_KINDS, name, "drop it, or declare the column's kind numeric")
         declared_typical = {n: check_typical(n, r, declared_bounds.get(n)) for n, r in (typical or {}).items()}
+        declared_steps = {
+            n: declared_step(n, self._known(kinds, n, "steps"), value) for n, value in (steps or {}).items()
+        }
         units = sorted(n for n, k in kinds.items() if k is ColumnKind.UNIT)
         if len(units) > 1:
             raise UsageError("a schema has at most one privacy-unit column", units, "keep one column of kind 'unit'")
         self._unit = units[0] if units else None
         self._columns = {
-            n: Column(n, k, declared_bounds.get(n), declared_keys.get(n), declared_typical.get(n))
+            n: Column(
+                n, k, declared_bounds.get(n), declared_keys.get(n), declared_typical.get(n), declared_steps.get(n)
+            )
             for n, k in sorted(kinds.items())
         }
         for name, hierarchy in (hierarchies or {}).items():

@@ -26,12 +26,14 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.numbers import inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.core.steps import DecimalStep
 from dpsense.engine import BoundedView, GroupColumns, ReleaseEngine, count_present, count_units
 from dpsense.mechanisms.quantile import (
     DEFAULT_RESOLUTION,
     integer_candidates,
     point_grids,
     rank_slack_candidates,
+    step_candidates,
     utility_sensitivity,
 )
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, StepPart
@@ -91,12 +93,21 @@ class DataDependentSteps(ABC):
             return self._public_n_statistic(agg, by_part[StepPart.COUNT], by_part[StepPart.VALUE], q=q)
         step = by_part[StepPart.VALUE]
         low, high, integers, points = _candidates(agg, step)
+        recorded = agg.step if step.mechanism is Mechanism.EM_QUANTILE else None
         eps = step.mechanism_epsilon
         values: list[Any] = []
         for x in self.present_values(agg, step):
             values.append(
                 order_release(
-                    step, x, q, (low, high), eps, self.plan.adjacency, integers=integers, decimal_points=points
+                    step,
+                    x,
+                    q,
+                    (low, high),
+                    eps,
+                    self.plan.adjacency,
+                    integers=integers,
+                    decimal_points=points,
+                    recording_step=recorded,
                 )
             )
         note = order_rank_note(agg, step, self.plan.adjacency)
@@ -106,15 +117,18 @@ class DataDependentSteps(ABC):
         """Per group the m quantiles of ``agg.qs`` by recursive splitting (``statistics.quantiles``).
 
         The candidates: the 2^32 cells of each split's domain and, for every column, the decimal points
-        of the declared bounds (an integer column's whole numbers among them): public facts only.
+        of the declared bounds (an integer column's whole numbers among them), or the points of the
+        column's declared recording step alone: public facts only.
         """
         if agg.qs is None:
             raise InternalError("quantiles without qs")
         low, high = inward_interval(*agg.bounds[0])
         eps = step.mechanism_epsilon
-        points = bool(point_grids((low, high)))
+        points = agg.step is None and bool(point_grids((low, high)))
         per_group = [
-            joint_release(step, x, agg.qs, (low, high), eps, self.plan.adjacency, decimal_points=points)
+            joint_release(
+                step, x, agg.qs, (low, high), eps, self.plan.adjacency, decimal_points=points, recording_step=agg.step
+            )
             for x in self.present_values(agg, step)
         ]
         depth = max(1, math.ceil(math.log2(len(agg.qs) + 1)))
@@ -419,6 +433,8 @@ def order_rank_note(agg: AggregateIR, step: PlanStep, adjacency: Adjacency) -> s
     if q is None:
         raise InternalError("a quantile without q")
     low, high, integers, points = _candidates(agg, step)
+    if agg.step is not None and step.mechanism is Mechanism.EM_QUANTILE:
+        return _rank_note(step, q, step.mechanism_epsilon, adjacency, None, recorded=(agg.step, (low, high)))
     return _rank_note(step, q, step.mechanism_epsilon, adjacency, (low, high) if integers else None, points=points)
 
 
@@ -430,12 +446,16 @@ def _rank_note(
     integer_bounds: tuple[float, float] | None,
     *,
     points: bool = False,
+    recorded: tuple[DecimalStep, tuple[float, float]] | None = None,
 ) -> str:
     """The public rank accuracy of an EM or inverse-sensitivity order statistic (Dwork-Roth Thm 3.11)."""
     em = step.mechanism is Mechanism.EM_QUANTILE
     sens = utility_sensitivity(q, adjacency if em and adjacency is Adjacency.ADD_REMOVE else None) if em else 1
     count: float
-    if integer_bounds is not None:
+    if recorded is not None:
+        grid, first, last = step_candidates(recorded[1], recorded[0])
+        count, cells = last - first + 1, f"K = {last - first + 1} points of the declared step {grid.text()}"
+    elif integer_bounds is not None:
         first, last = integer_candidates(integer_bounds)
         count, cells = last - first + 1, f"K = {last - first + 1} integer candidates"
     elif points:

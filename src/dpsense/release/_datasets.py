@@ -79,6 +79,7 @@ class Declaration:
     max_groups_per_unit: Mapping[str, int]
     typical: Mapping[str, tuple[PublicValue, PublicValue]] = field(default_factory=dict)
     hierarchies: Mapping[str, object] = field(default_factory=dict)
+    steps: Mapping[str, PublicValue] = field(default_factory=dict)
 
 
 def register(
@@ -136,7 +137,7 @@ class Amendment:
     """What a steward changes in a registered dataset's declarations (``Session.amend_dataset``).
 
     Per-column maps replace that column's declaration (``None`` removes it: a column's bounds, keys,
-    typical range or group cap); columns not named keep theirs. ``max_rows_per_unit`` and ``policy``
+    typical range, recording step or group cap); columns not named keep theirs. ``max_rows_per_unit`` and ``policy``
     replace the registered ones when given. The privacy unit, the adjacency and the budget are not
     declarations an amendment may change: the budget already spent was accounted under them.
     """
@@ -146,6 +147,7 @@ class Amendment:
     kinds: Mapping[str, str] = field(default_factory=dict)
     policies: Mapping[str, str] = field(default_factory=dict)
     typical: Mapping[str, tuple[PublicValue, PublicValue] | None] = field(default_factory=dict)
+    steps: Mapping[str, PublicValue | None] = field(default_factory=dict)
     max_rows_per_unit: int | None = None
     max_groups_per_unit: Mapping[str, int | None] = field(default_factory=dict)
     policy: PrivacyPolicy | None = None
@@ -176,6 +178,7 @@ class Amendment:
             max_groups_per_unit=merged(profile.max_groups_per_unit, self.max_groups_per_unit),
             typical=merged({n: c.typical for n, c in columns.items() if c.typical is not None}, self.typical),
             hierarchies=profile.hierarchies,  # kept as registered (an amendment does not change them)
+            steps=merged({n: c.step for n, c in columns.items() if c.step is not None}, self.steps),
         )
 
 
@@ -278,6 +281,7 @@ def _checked(
         max_groups_per_unit=declaration.max_groups_per_unit,
         typical=declaration.typical,
         hierarchies=declaration.hierarchies,
+        steps=declaration.steps,
     )
     profile = dataclasses.replace(profile, policy=policy.to_json(), source=source, budget=budget)
     progress(REGISTRATION_STAGES[1], 1, total)
@@ -378,7 +382,7 @@ def declaration_differences(registered: Profile, given: Profile) -> list[str]:
     differences += _differences(policy_before, policy_after, {key: f"privacy policy {key}" for key in keys})
     columns_before, columns_after = before["columns"], after["columns"]
     for column in sorted(columns_before.keys() | columns_after.keys()):
-        labels = {key: f"{key} of column {column!r}" for key in ("kind", "bounds", "keys", "policy", "typical")}
+        labels = {key: f"{key} of column {column!r}" for key in ("kind", "bounds", "keys", "policy", "typical", "step")}
         differences += _differences(columns_before.get(column) or {}, columns_after.get(column) or {}, labels)
     return differences
 

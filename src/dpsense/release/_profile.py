@@ -28,10 +28,11 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.checks import integer_in
 from dpsense.core.errors import InvalidData, UsageError
 from dpsense.core.numbers import ratio_text
+from dpsense.core.steps import DecimalStep, check_step
 from dpsense.engine import TableInfo
 from dpsense.query import AggregateKind, ColumnKind, QueryIR, Schema
 from dpsense.query._hierarchy import declare_hierarchy
-from dpsense.query._schema import TYPICAL_KINDS, Hierarchy, check_bounds, check_typical
+from dpsense.query._schema import TYPICAL_KINDS, Hierarchy, check_bounds, check_typical, declared_step
 from dpsense.query._values import PublicValue, normalise_set
 
 PROFILE_VERSION = 1
@@ -54,11 +55,12 @@ class ColumnProfile:
     keys: tuple[Any, ...] | None = None
     policy: str = "refuse"
     typical: tuple[Fraction, Fraction] | None = None
+    step: DecimalStep | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON; bounds as exact ``"n/d"`` strings, keys as given (strings or integers).
 
-        ``typical`` only when declared, so the profiles stored before it existed read the same. The
+        ``typical`` and ``step`` only when declared, so the profiles stored before them read the same. The
         column is immutable, so its keys are rendered once (a release renders its profile twice, and a
         column may declare thousands of keys); each call returns its own lists.
         """
@@ -72,6 +74,7 @@ class ColumnProfile:
             "keys": None if keys is None else list(keys),
             "policy": self.policy,
             **({} if self.typical is None else {"typical": [_q(b) for b in self.typical]}),
+            **({} if self.step is None else {"step": self.step.text()}),
         }
 
     @classmethod
@@ -80,12 +83,14 @@ class ColumnProfile:
         bounds = doc.get("bounds")
         keys = doc.get("keys")
         typical = doc.get("typical")
+        step = doc.get("step")
         return cls(
             ColumnKind(doc["kind"]),
             None if bounds is None else (Fraction(bounds[0]), Fraction(bounds[1])),
             None if keys is None else tuple(keys),
             str(doc.get("policy", "refuse")),
             None if typical is None else (Fraction(typical[0]), Fraction(typical[1])),
+            None if step is None else check_step(str(step), what="a stored step"),
         )
 
 
@@ -115,7 +120,8 @@ class Profile:
         bounds = {n: c.bounds for n, c in self.columns.items() if c.bounds is not None}
         keys = {n: c.keys for n, c in self.columns.items() if c.keys is not None}
         typical = {n: c.typical for n, c in self.columns.items() if c.typical is not None}
-        return Schema(kinds, bounds=bounds, keys=keys, typical=typical, hierarchies=self.hierarchies)
+        steps = {n: c.step for n, c in self.columns.items() if c.step is not None}
+        return Schema(kinds, bounds=bounds, keys=keys, typical=typical, hierarchies=self.hierarchies, steps=steps)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (stored in the ledger and in every release record)."""
@@ -197,11 +203,19 @@ def build_profile(
     max_groups_per_unit: Mapping[str, int] | None = None,
     typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
     hierarchies: Mapping[str, object] | None = None,
+    steps: Mapping[str, PublicValue] | None = None,
 ) -> Profile:
     """The profile of a table from its public schema and the steward's declarations (no data read)."""
     names = info.column_names
-    typical = typical or {}
-    declared_maps = (("bounds", bounds), ("keys", keys), ("kinds", kinds), ("policies", policies), ("typical", typical))
+    typical, steps = typical or {}, steps or {}
+    declared_maps = (
+        ("bounds", bounds),
+        ("keys", keys),
+        ("kinds", kinds),
+        ("policies", policies),
+        ("typical", typical),
+        ("steps", steps),
+    )
     for what, declared in declared_maps:
         for name in declared:
             if name not in names:
@@ -250,7 +264,8 @@ def build_profile(
             if not kind.is_numeric:
                 raise UsageError(TYPICAL_KINDS, column.name, "drop it, or declare the column's kind numeric")
             col_typical = check_typical(column.name, typical[column.name], col_bounds)
-        columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy, col_typical)
+        col_step = declared_step(column.name, kind, steps[column.name]) if column.name in steps else None
+        columns[column.name] = ColumnProfile(kind, col_bounds, col_keys, policy, col_typical, col_step)
     caps = _group_caps(max_groups_per_unit or {}, columns)
     profile = Profile(unit, adjacency, columns, max_rows_per_unit, unit_policy, max_groups_per_unit=caps)
     schema = profile.schema()  # validates kinds against bounds and keys

@@ -237,6 +237,7 @@ class Session:
         max_groups_per_unit: Mapping[str, int] | None = None,
         typical: Mapping[str, tuple[PublicValue, PublicValue]] | None = None,
         hierarchies: Mapping[str, Mapping[str, Any]] | None = None,
+        steps: Mapping[str, PublicValue] | None = None,
         snapshot: str = "v1",
         progress: Progress = no_progress,
     ) -> Dataset:
@@ -255,6 +256,9 @@ class Session:
         ``{"latency_ms": (0, 2000)}`` under bounds (0, 10**6)): a public hint, not a bound; a mean or sum
         over bounds at least ``ADAPTIVE_WIDTH_RATIO`` times wider than its power-of-two cover defaults to
         ``mechanism="adaptive_clip"`` (docs/planner.md, "A declared typical range").
+        ``steps`` declares per numeric or integer column the decimal step its values are recorded at
+        (e.g. ``{"alcohol": "0.01"}``, ``{"income": 1000}``): its medians and quantiles choose among the
+        multiples of the step (docs/planner.md, "A declared recording step"); a fact, not a bound.
         Data that matches a registered
         snapshot (keyed fingerprint) links to that dataset's budget; ``Dataset.linked`` says so.
         """
@@ -285,6 +289,7 @@ class Session:
             max_groups_per_unit or {},
             typical or {},
             hierarchies or {},
+            steps or {},
         )
         if name in self._datasets:
             raise UsageError("this session already holds a dataset of that name", name, "use session.dataset(name)")
@@ -307,6 +312,7 @@ class Session:
         max_rows_per_unit: int | None = None,
         max_groups_per_unit: Mapping[str, int | None] | None = None,
         policy: PrivacyPolicy | None = None,
+        steps: Mapping[str, PublicValue | None] | None = None,
         source: object | None = None,
         snapshot: str | None = None,
         progress: Progress = no_progress,
@@ -314,7 +320,7 @@ class Session:
         """Correct the declarations of a registered dataset: a new version of its newest snapshot.
 
         Steward only. Name only what changes: per column, ``bounds``, ``keys``, ``kinds``,
-        ``policies``, ``typical`` and ``max_groups_per_unit`` replace that column's declaration
+        ``policies``, ``typical``, ``steps`` and ``max_groups_per_unit`` replace that column's declaration
         (``None`` removes it); ``max_rows_per_unit`` and ``policy`` replace the registered ones. The
         privacy unit, adjacency and budget cannot be amended (``set_budget`` changes a budget). The
         registered data is read again (from ``source``, else the registered path) and must be the
@@ -346,6 +352,7 @@ class Session:
             kinds=kinds or {},
             policies=policies or {},
             typical=typical or {},
+            steps=steps or {},
             max_rows_per_unit=max_rows_per_unit,
             max_groups_per_unit=max_groups_per_unit or {},
             policy=policy,

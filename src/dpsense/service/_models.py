@@ -220,6 +220,10 @@ class RegisterIn(Body):
         default_factory=dict,
         description="per bounded numeric column, where most values lie (a hint inside its bounds, not a bound)",
     )
+    steps: dict[Name, Number] = Field(
+        default_factory=dict,
+        description='per numeric or integer column, the decimal step its values are recorded at (e.g. "0.01")',
+    )
     keys: dict[Name, Annotated[list[Scalar], Field(max_length=10_000)]] = Field(default_factory=dict)
     kinds: dict[Name, Name] = Field(default_factory=dict)
     policies: dict[Name, Name] = Field(default_factory=dict)
@@ -235,13 +239,14 @@ class AmendIn(Body):
     """Correct a registered dataset's declarations: a new version of its newest snapshot, same budget.
 
     Name only what changes. Per column, a value replaces that column's declaration and ``null``
-    removes it (bounds, keys, typical range, group cap). The data is read again from the registered
+    removes it (bounds, keys, typical range, recording step, group cap). The data is read again from the registered
     file and must be unchanged; privacy unit, adjacency and budget cannot be amended.
     """
 
     dataset: Name
     bounds: dict[Name, tuple[Number, Number] | None] = Field(default_factory=dict)
     typical: dict[Name, tuple[Number, Number] | None] = Field(default_factory=dict)
+    steps: dict[Name, Number | None] = Field(default_factory=dict)
     keys: dict[Name, Annotated[list[Scalar], Field(max_length=10_000)] | None] = Field(default_factory=dict)
     kinds: dict[Name, Name] = Field(default_factory=dict)
     policies: dict[Name, Name] = Field(default_factory=dict)

@@ -99,6 +99,7 @@ async def register(body: RegisterIn, caller: StewardDep) -> dict[str, Any]:
             max_rows_per_unit=body.max_rows_per_unit,
             max_groups_per_unit=body.max_groups_per_unit or None,
             typical={k: (v[0], v[1]) for k, v in body.typical.items()},
+            steps=body.steps,
             hierarchies={
                 name: {"levels": h.levels, "keys": [tuple(leaf) for leaf in h.keys]}
                 for name, h in body.hierarchies.items()
@@ -130,6 +131,7 @@ async def amend(body: AmendIn, caller: StewardDep) -> dict[str, Any]:
             kinds=body.kinds,
             policies=body.policies,
             typical={k: None if v is None else (v[0], v[1]) for k, v in body.typical.items()},
+            steps=dict(body.steps),
             max_rows_per_unit=body.max_rows_per_unit,
             max_groups_per_unit=body.max_groups_per_unit,
             policy=None if body.policy is None else PrivacyPolicy(**body.policy.model_dump()),

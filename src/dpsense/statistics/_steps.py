@@ -23,6 +23,7 @@ from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InternalError
 from dpsense.core.numbers import DELTA_SLACK, inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
+from dpsense.core.steps import DecimalStep
 from dpsense.engine import ClippedSum, clipped_sum
 from dpsense.mechanisms import MechanismResult
 from dpsense.mechanisms.quantile import DEFAULT_RESOLUTION
@@ -104,6 +105,7 @@ def joint_release(
     adj: Adjacency,
     *,
     decimal_points: bool = False,
+    recording_step: DecimalStep | None = None,
 ) -> list[float]:
     """Several quantiles of the values x of one group by recursive splitting (total: no record, uniform cells).
 
@@ -117,6 +119,7 @@ def joint_release(
         epsilon=eps,
         adjacency=adj if adj is Adjacency.ADD_REMOVE else None,
         decimal_points=decimal_points,
+        step=recording_step,
     )
     check_result_loss(result, PureDP(eps), step)
     return [float(v) for v in np.asarray(result.value, dtype=np.float64)]
@@ -132,6 +135,7 @@ def order_release(
     *,
     integers: bool = False,
     decimal_points: bool = False,
+    recording_step: DecimalStep | None = None,
 ) -> float:
     """The order statistic's mechanism on the values x of one group (total: no record is a uniform cell).
 
@@ -152,6 +156,7 @@ def order_release(
             adjacency=em_adjacency,
             integers=integers,
             decimal_points=decimal_points,
+            step=recording_step,
         )
     elif step.mechanism.family is Family.INVERSE_SENSITIVITY:
         rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz

@@ -52,3 +52,19 @@ def test_amend_refusals_are_one_line_and_change_nothing(registered: Cli) -> None
     assert history.exit_code == 0
     listed = registered.steward("dataset", "verify", "events")
     assert listed.exit_code == 0 and "'v1'" in listed.stdout  # still the only version
+
+
+def test_a_steward_declares_and_removes_a_recording_step(registered: Cli) -> None:
+    """``--step COL=S`` on amend (and add): shown in the profile; the median is then a multiple of it."""
+    result = registered.steward("dataset", "amend", "events", "--step", "hours=0.5")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "step of column 'hours': registered None, given '0.5'" in out and "step 0.5" in out
+    released = registered("sql", "SELECT MEDIAN(hours) AS m FROM events", "--epsilon", "0.5", "--explain")
+    assert released.exit_code == 0, released.stderr
+    assert "points of the declared step 0.5" in " ".join(released.stdout.split())
+    bad = registered.steward("dataset", "amend", "events", "--step", "hours=1/3")
+    assert bad.exit_code != 0 and "positive decimal" in bad.stderr and "Traceback" not in bad.stderr
+    gone = registered.steward("dataset", "amend", "events", "--remove", "step=hours")
+    assert gone.exit_code == 0, gone.stderr
+    assert "step of column 'hours': registered '0.5', given None" in " ".join(gone.stdout.split())

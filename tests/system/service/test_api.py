@@ -363,3 +363,25 @@ def test_a_steward_amends_declarations_over_http_as_a_new_version_on_the_same_bu
     unknown = steward.post("/v1/steward/amendments", {"dataset": "amendable", "bounds": {"hours": [0, 48]}, "x": 1})
     assert unknown.status_code == 422
     assert service.api("dave").post("/v1/steward/amendments", {"dataset": "amendable"}).status_code == 403
+
+
+def test_a_recording_step_is_declared_over_http_and_makes_the_median_a_point_of_it(service: Service) -> None:
+    steward = service.api("steward")
+    planted_frame(320).to_csv(service.data_dir / "stepped.csv", index=False)  # data of its own
+    body = {**_register(), "name": "stepped", "source": "stepped.csv", "max_groups_per_unit": {}}
+    bad = steward.post("/v1/steward/datasets", body | {"steps": {"hours": 0}})
+    assert bad.status_code == 400 and "positive decimal" in bad.json()["error"]["message"]
+    third = steward.post("/v1/steward/datasets", body | {"steps": {"hours": "1/3"}})
+    assert third.status_code == 400 and "positive decimal" in third.json()["error"]["message"]
+    added = steward.post("/v1/steward/datasets", body | {"steps": {"hours": "0.25"}})
+    assert added.status_code == 201, added.text
+    assert added.json()["dataset"]["columns"]["hours"]["step"] == "0.25"
+    spec = {"dataset": "stepped", "epsilon": 1, "aggregates": {"m": {"kind": "median", "column": "hours"}}}
+    released = service.api("dave").release(spec)
+    assert released.status_code in (200, 201), released.text
+    value = float(released.json()["rows"][0][0])
+    assert value * 4 == round(value * 4)  # a point of the step
+    assert "K = 97 points of the declared step 0.25" in " ".join(released.json()["explain"].split())
+    removed = steward.post("/v1/steward/amendments", {"dataset": "stepped", "steps": {"hours": None}})
+    assert removed.status_code == 201, removed.text
+    assert removed.json()["amended"] == ["step of column 'hours': registered '0.25', given None"]
