@@ -173,7 +173,8 @@ def test_a_cli_sql_release_loads_no_pydantic() -> None:
     url = setup.stdout.strip().splitlines()[-1]
     done = _python(
         "import sys\nfrom dpsense.cli import main\n"
-        f"code = main(['sql', 'SELECT COUNT(*) FROM e', '--epsilon', '0.5', '--ledger', {url!r}, '--analyst', 'alice'])\n"
+        f"args = ['sql', 'SELECT COUNT(*) FROM e', '--epsilon', '0.5', '--ledger', {url!r}, '--analyst', 'alice']\n"
+        "code = main(args)\n"
         "print(code, 'pydantic' in sys.modules, file=sys.stderr)\n"
     )
     assert done.returncode == 0, done.stderr
