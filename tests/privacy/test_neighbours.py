@@ -41,7 +41,11 @@ triangle_count         smooth, inverse_sensitivity, ptr                         
 partition selection    (count over keys selected privately)                         A/R x g
 =====================  ==========================================================  ========================
 
-Plus ``test_issue_13_grouped_median_under_replace``: the counter-example of docs/math/global-sensitivity.md §1.4.
+The contexts with declared group caps also declare a recording step of 0.5 for v (``h.STEP``): there the
+EM quantiles choose among the step's points, and the exact law checked is ``h.em_law(step=...)``.
+
+Plus ``test_issue_13_grouped_median_under_replace``: the counter-example of docs/math/global-sensitivity.md §1.4,
+and ``test_a_declared_step_median_under_replace_and_a_broken_epsilon`` (the same pair with a declared step).
 """
 
 from __future__ import annotations
