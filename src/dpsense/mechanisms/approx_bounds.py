@@ -7,7 +7,9 @@ noise of scale Δ/ε on every bin (Laplace/geometric mechanism, Dwork-McSherry-N
 Ghosh-Roughgarden-Sundararajan 2009), and the outermost bins reaching a public threshold τ as
 post-processing; docs/math/global-sensitivity.md §1.8. τ changes accuracy, never privacy; outlier
 bins are skipped on purpose. Only the two bounds (powers of two, or None), τ and the loss are
-returned; no bin reaching τ gives "no bounds", still charged.
+returned; no bin reaching τ gives "no bounds", still charged. ``skipped_bin_rows`` bounds, from τ and
+public parameters alone, how many rows a bin that did not reach τ can hold (the clipping-bias bound of
+an adaptive clip, docs/math/global-sensitivity.md §1.5a).
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from dpsense.core.privacy_loss import PureDP, check_epsilon
 from dpsense.mechanisms.discrete import geometric
 from dpsense.noise import exact
 
-__all__ = ["ApproxBounds", "approx_bounds", "approx_bounds_threshold", "bin_edges", "log_bin_indices"]
+__all__ = [
+    "ApproxBounds",
+    "approx_bounds",
+    "approx_bounds_threshold",
+    "bin_edges",
+    "log_bin_indices",
+    "skipped_bin_rows",
+]
 
 #: Default public exponents: |x| below 2^-20 is "zero", and 2^62 is the largest magnitude told apart.
 SMALLEST_EXPONENT = -20
@@ -102,6 +111,47 @@ def approx_bounds_threshold(*, sensitivity: int, epsilon: NumberLike, bins: int,
     while bins * math.exp(-rate * tau) / (1 + a) > miss:
         tau += 1
     return tau
+
+
+def skipped_bin_rows(
+    *, threshold: int, epsilon: NumberLike, sensitivity: int, bins: int, failure_probability: float
+) -> int:
+    """The m = τ - 1 + t rows that, w.p. >= 1 - β, bound every covered bin whose noisy count stayed below τ.
+
+    A bin of true count c >= τ + t stays below τ only if its noise Z <= τ - 1 - c <= -(t + 1), of probability
+    P[Z <= -(t + 1)] = a^(t+1) / (1 + a) for the discrete Laplace noise of ``approx_bounds``, a = exp(-ε/Δ);
+    t is the smallest integer >= 0 with bins · a^(t+1) / (1 + a) <= β (a union bound over the bins, which
+    must be fixed before the noise is drawn: e.g. every bin a value of the declared bounds can fall in).
+    A function of public parameters only (docs/math/global-sensitivity.md §1.5a).
+
+    Args:
+        threshold: τ of the release (``ApproxBounds.threshold``).
+        epsilon: the release's ε.
+        sensitivity: its Δ (C under add/remove, 2C under replace).
+        bins: how many bins the bound covers (the union bound's count).
+        failure_probability: β, the chance that some covered bin below τ holds more than m rows.
+
+    """
+    eps = check_epsilon(epsilon)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise UsageError("threshold must be an integer >= 1", threshold, "pass the release's threshold")
+    for name, value in (("sensitivity", sensitivity), ("bins", bins)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{name} must be an integer >= 1", value, f"pass e.g. {name}=1")
+    if not (isinstance(failure_probability, float | int) and 0 < float(failure_probability) < 1):
+        raise UsageError("failure_probability must lie strictly between 0 and 1", failure_probability, "e.g. 0.01")
+    if not exact.geometric_scale_ok(sensitivity, eps):  # the release could not have run: keeps the loop short
+        raise InvalidPrivacyParameter("ε is too small for approx_bounds", float(eps), "ask for a larger epsilon")
+    rate = float(eps) / sensitivity
+    a = math.exp(-rate)
+    # a margin below β against the rounding of exp and log: m is never too small
+    miss = float(failure_probability) * (1 - 1e-9)
+    t = max(0, math.ceil(math.log(bins / (miss * (1 + a))) / rate) - 1)
+    while t > 0 and bins * math.exp(-rate * t) / (1 + a) <= miss:
+        t -= 1
+    while bins * math.exp(-rate * (t + 1)) / (1 + a) > miss:
+        t += 1
+    return threshold - 1 + t
 
 
 def approx_bounds(

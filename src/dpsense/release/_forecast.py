@@ -12,8 +12,12 @@ functions (``mechanisms.laplace_accuracy`` and its kin; ``statistics._steps.plan
   a few n, and the n below which the bound covers the whole range of the bounds (noise-dominated);
 - a median or quantile by the exponential mechanism or inverse sensitivity: its rank accuracy, the note
   its release states (``_data_dependent.order_rank_note``: ε, adjacency and candidates are public);
-- statistics calibrated to the data (smooth sensitivity, PTR, an adaptive clip): no number before the
-  data is read; the forecast says so.
+- statistics calibrated to the data (smooth sensitivity, PTR): no number before the data is read; the
+  forecast says so;
+- an adaptive-clip mean or sum: no number before its clip is released (its noise is calibrated to the
+  clip, and its error column adds a clipping-bias bound computed from it); the forecast says so and
+  states the public threshold τ and the rows m a bin outside the clip may hold
+  (``statistics._adaptive.forecast_note``).
 
 ``epsilon_for`` inverts it: the least ε (to three significant digits, rounded up) at which every
 named statistic's bound is at most its target, found by bisection over re-planned releases (the bound
@@ -33,6 +37,7 @@ from dpsense.core.errors import UsageError
 from dpsense.query import AggregateIR, AggregateKind, Plan, PlanStep, QueryIR, StepPart
 from dpsense.release._data_dependent import order_rank_note
 from dpsense.statistics import STATISTICS
+from dpsense.statistics._adaptive import forecast_note
 from dpsense.statistics._steps import CONFIDENCE, planned_accuracy
 
 #: Group sizes at which a private-n mean's forecast is spelled out.
@@ -124,6 +129,10 @@ def forecast(ir: QueryIR, plan: Plan, names: Sequence[tuple[str, str]]) -> list[
                 continue
         if agg.kind in (AggregateKind.MEDIAN, AggregateKind.QUANTILE) and set(parts) == {StepPart.VALUE}:
             how = order_rank_note(agg, parts[StepPart.VALUE], plan.adjacency)
+            out.append(ExpectedError(name, kind, None, CONFIDENCE, how))
+            continue
+        if StepPart.CLIP in parts:  # an adaptive mean or sum: its noise and its bias bound follow the released clip
+            how = forecast_note(agg, parts[StepPart.CLIP], plan.adjacency)
             out.append(ExpectedError(name, kind, None, CONFIDENCE, how))
             continue
         if agg.kind is AggregateKind.MEAN and set(parts) == {StepPart.CENTERED_SUM, StepPart.COUNT}:

@@ -15,18 +15,40 @@ takes the adaptive clip when the declared bounds are at least ``ADAPTIVE_WIDTH_R
 than that cover, where the measured gain is already large (``benchmarks/adaptive_default.py``;
 docs/planner.md, "A declared typical range"). The rule never reads the data; a typical range that is
 wrong costs accuracy (a clip that is not found falls back to [L, U] at a smaller ε), never privacy.
+
+**The clipping bias** (docs/math/global-sensitivity.md §1.5a). The histogram counts the values
+clamped to [L, U] (what the statistic sums). Every log2 bin outside the released [lo, hi] had a noisy
+count below τ, so with probability >= 1 - ``BINS_FAILURE`` each holds at most m = τ - 1 + t rows
+(``mechanisms.approx_bounds.skipped_bin_rows``, a union bound over the bins [L, U] meets), and clipping
+moves a value of such a bin at most to the bin's far edge within [L, U]: ``AdaptiveClip.above`` and
+``below`` bound the sum's bias on each side, for every group at once (a group's values are a subset
+of the histogram's). The error column of an adaptive release is the noise bound at
+``NOISE_CONFIDENCE`` plus this bias bound, so it holds with probability >= 0.95 = ``CONFIDENCE`` per
+value (union bound), against the statistic of the values clipped to the declared bounds. All of it is
+a function of the released clip and public facts (post-processing).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
 from fractions import Fraction
 
 import numpy as np
 
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import InternalError
-from dpsense.mechanisms.approx_bounds import LARGEST_EXPONENT, SMALLEST_EXPONENT, bin_edges, log_bin_indices
+from dpsense.core.errors import DPSenseError, InternalError
+from dpsense.core.numbers import inward_interval
+from dpsense.mechanisms.approx_bounds import (
+    LARGEST_EXPONENT,
+    SMALLEST_EXPONENT,
+    approx_bounds_threshold,
+    bin_edges,
+    log_bin_indices,
+    skipped_bin_rows,
+)
 from dpsense.query._ir import AggregateIR
 from dpsense.query._mechanisms import Mechanism
 from dpsense.query._parts import StepPart
@@ -34,12 +56,19 @@ from dpsense.query._planner_rules import Choice
 from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Bounds
 from dpsense.statistics._base import Runner
-from dpsense.statistics._steps import check_result_loss
+from dpsense.statistics._steps import CONFIDENCE, check_result_loss
 from dpsense.statistics.approx_bounds import SUCCESS_PROBABILITY
 
 #: The declared bounds must be at least this many times wider than the typical range's power-of-two
 #: cover for the adaptive clip to be the default (measured: benchmarks/adaptive_default.py).
 ADAPTIVE_WIDTH_RATIO = 8
+
+#: The failure probability of the clipping-bias bound (the clip's bins) and the confidence of the noise
+#: bound of an adaptive release: 0.01 + 0.04 = 1 - CONFIDENCE, so noise + bias holds w.p. >= 0.95 per value.
+BINS_FAILURE = 0.01
+NOISE_CONFIDENCE = 0.96
+if not BINS_FAILURE + (1 - NOISE_CONFIDENCE) <= (1 - CONFIDENCE) + 1e-12:  # pragma: no cover - a constant check
+    raise InternalError("the adaptive clip's confidence split exceeds 1 - CONFIDENCE")
 
 
 def predicted_clip(typical: Bounds, bounds: Bounds) -> Bounds:
@@ -100,41 +129,267 @@ def part_choice(part: StepPart, choice: Choice) -> Choice:
     )
 
 
-def release_clip(runner: Runner, agg: AggregateIR, clip_step: PlanStep) -> tuple[Bounds, mech.ApproxBounds, int]:
-    """Release approximate bounds of every present value of the view: (the clip [L, U] ∩ them, the release, C).
+@dataclass(frozen=True)
+class AdaptiveClip:
+    """The released clip of an adaptive mean or sum and the public bound on the clipping bias it adds.
 
-    The clip is [L, U] when none were found or they do not overlap [L, U] (post-processing of the
-    release). C, the step's contribution bound, was decided by the plan before any data was read.
+    Attributes:
+        bounds: the clip [a, b] = [L, U] ∩ [lo, hi] (or [L, U]).
+        declared: the declared bounds [L, U].
+        found: the approximate-bounds release.
+        rows: C, the clip step's contribution bound (Δ = C, 2C under replace).
+        above: B_up, the most the values above b lose to the clip in total (any group, or all).
+        below: B_low, the most the values below a gain.
+        rows_per_bin: m = τ - 1 + t, the most rows a bin outside the clip holds; None when the clip is [L, U].
+        bins: the number of bins of the union bound (those [L, U] meets); 0 when the clip is [L, U].
+
+    ``above`` and ``below`` hold together with probability >= 1 - ``BINS_FAILURE`` (exactly 0 when the
+    clip does not cut that side).
+
+    """
+
+    bounds: Bounds
+    declared: Bounds
+    found: mech.ApproxBounds
+    rows: int
+    above: Fraction
+    below: Fraction
+    rows_per_bin: int | None
+    bins: int
+
+    @property
+    def cuts(self) -> bool:
+        """Whether the clip is narrower than the declared bounds (else there is no clipping bias)."""
+        return self.bounds != self.declared
+
+    def sum_bias(self) -> float:
+        """|clipped sum - sum on [L, U]| <= max(B_up, B_low), for every group (rounded up to a double)."""
+        return up(max(self.above, self.below))
+
+    def mean_bias(self, noisy_count: float, count_bound: float | None) -> float:
+        """The mean's bias bound for a group of released noisy count n^, on the count's event |n^ - n| <= b_n.
+
+        There n >= n_lo = max(1, ⌈n^ - b_n⌉) (n is a whole number, and a group with a mean has a value);
+        the bias (up - low)/n lies in [-B_low/n, B_up/n], each side also at most the distance from the clip
+        to the declared edge: max(min(B_up/n_lo, U - b), min(B_low/n_lo, a - L)).
+        """
+        if not self.cuts:
+            return 0.0
+        a, b = self.bounds.lower, self.bounds.upper
+        L, U = self.declared.lower, self.declared.upper
+        n_low = 1
+        if count_bound is not None and math.isfinite(noisy_count) and math.isfinite(count_bound):
+            floor = noisy_count - count_bound
+            n_low = max(1, math.ceil(floor - abs(floor) * 1e-12)) if floor > 1 else 1  # rounding: never above n
+        return up(max(min(self.above / n_low, U - b), min(self.below / n_low, a - L)))
+
+    def widest_mean_error(self) -> float:
+        """The most a mean clamped to [a, b] can differ from one in [L, U]: max(U - a, b - L)."""
+        return up(max(self.declared.upper - self.bounds.lower, self.bounds.upper - self.declared.lower))
+
+
+def up(value: Fraction) -> float:
+    """The smallest double >= ``value`` (a bound is never rounded down)."""
+    f = float(value)
+    return f if Fraction(f) >= value else math.nextafter(f, math.inf)
+
+
+def add_up(x: float, y: float) -> float:
+    """The sum x + y rounded up to a double."""
+    return up(Fraction(x) + Fraction(y))
+
+
+def clip_of(found: mech.ApproxBounds, declared: Bounds) -> Bounds:
+    """[L, U] ∩ [lo, hi]; [L, U] when nothing was found or the two do not overlap (post-processing).
+
+    An outermost bin (±K) holds every magnitude beyond 2^(k_max - 1), not only up to its reported edge
+    2^k_max: when it reached τ, its side is not clipped (the declared bound stays), so that every value
+    beyond the clip lies in a bin that did not reach τ.
+    """
+    low, high = declared.lower, declared.upper
+    if found.low is None or found.high is None:
+        return declared
+    outer = Fraction(math.ldexp(1.0, LARGEST_EXPONENT))
+    lo, hi = Fraction(found.low), Fraction(found.high)
+    a = low if lo <= -outer else max(low, lo)
+    b = high if hi >= outer else min(high, hi)
+    return Bounds(a, b) if a < b else declared
+
+
+def declared_bins(declared: Bounds) -> tuple[int, int]:
+    """The log2 bins of L and U: every value clamped to [L, U] lies in one of them or one between (public)."""
+    ends = log_bin_indices(
+        list(inward_interval(declared.lower, declared.upper)),
+        smallest_exponent=SMALLEST_EXPONENT,
+        largest_exponent=LARGEST_EXPONENT,
+    )
+    return int(ends[0]), int(ends[1])
+
+
+def clip_bias(
+    found: mech.ApproxBounds, declared: Bounds, clip: Bounds, *, sensitivity: int
+) -> tuple[Fraction, Fraction, int | None, int]:
+    """(B_up, B_low, m, M): the public bound on each side's clipping bias (docs/math/global-sensitivity.md §1.5a).
+
+    The histogram counted the values clamped to [L, U], so they fall in the M bins from that of L to
+    that of U. With probability >= 1 - ``BINS_FAILURE`` every such bin whose noisy count stayed below τ
+    holds at most m = τ - 1 + t rows (``skipped_bin_rows``). When b < U, b is the upper edge of the highest
+    bin that reached τ, so a value above b lies in a higher bin, which did not reach τ, and moves by at most
+    min(U, that bin's upper edge) - b: B_up = m Σ (min(U, u_j) - b) over the bins j of [L, U] with lower edge
+    >= b (the outermost bin's upper edge taken as +∞). Symmetrically B_low = m Σ (a - max(L, l_j)) over the bins
+    with upper edge <= a. Zero on a side the clip does not cut.
+    """
+    L, U = declared.lower, declared.upper
+    a, b = clip.lower, clip.upper
+    if a == L and b == U:
+        return Fraction(0), Fraction(0), None, 0
+    K = LARGEST_EXPONENT - SMALLEST_EXPONENT
+    first, last = declared_bins(declared)
+    bins = last - first + 1
+    m = skipped_bin_rows(
+        threshold=found.threshold,
+        epsilon=found.loss.epsilon,
+        sensitivity=sensitivity,
+        bins=bins,
+        failure_probability=BINS_FAILURE,
+    )
+    above, below = Fraction(0), Fraction(0)
+    for j in range(first, last + 1):
+        lower, upper = (Fraction(e) for e in bin_edges(j, smallest_exponent=SMALLEST_EXPONENT))
+        if b < U and lower >= b:
+            above += (U if j == K else min(U, upper)) - b
+        if a > L and upper <= a:
+            below += a - (L if j == -K else max(L, lower))
+    return m * above, m * below, m, bins
+
+
+def release_clip(runner: Runner, agg: AggregateIR, clip_step: PlanStep) -> AdaptiveClip:
+    """Release approximate bounds of every present value of the view, clamped to [L, U]: the clip and its bias.
+
+    The clip is [L, U] ∩ the bounds, or [L, U] when none were found or they do not overlap (``clip_of``:
+    post-processing of the release). The values are clamped to the declared bounds first (what the
+    statistic adds; a per-row map, so the histogram's sensitivity is unchanged), so every value outside the
+    clip lies in a bin of [L, U] that did not reach τ. C, the step's contribution bound, was decided by the
+    plan before any data was read.
     """
     low, high = agg.bounds[0]
     rows = clip_step.max_rows_per_unit
     if rows is None or clip_step.sensitivity is None:
         raise InternalError(f"the clip step of {agg.name!r} has no contribution bound")
+    replace = runner.plan.adjacency is Adjacency.REPLACE
     groups = [np.asarray(g, dtype=np.float64) for g in runner.present_values(agg, clip_step)]
     values = np.concatenate(groups) if groups else np.zeros(0, dtype=np.float64)
+    lo_d, hi_d = inward_interval(low, high)
     found = mech.approx_bounds(
-        values,
+        np.clip(values, lo_d, hi_d),
         epsilon=clip_step.loss.epsilon,
         max_rows_per_unit=rows,
-        replace=runner.plan.adjacency is Adjacency.REPLACE,
+        replace=replace,
         success_probability=SUCCESS_PROBABILITY,
     )
     check_result_loss(found, clip_step.loss, clip_step)
-    a, b = low, high
-    if found.low is not None and found.high is not None:
-        a, b = max(low, Fraction(found.low)), min(high, Fraction(found.high))
-        if not a < b:
-            a, b = low, high
-    return Bounds(a, b), found, rows
+    declared = Bounds(low, high)
+    clip = clip_of(found, declared)
+    above, below, m, bins = clip_bias(found, declared, clip, sensitivity=2 * rows if replace else rows)
+    return AdaptiveClip(clip, declared, found, rows, above, below, m, bins)
 
 
-def clip_note(found: mech.ApproxBounds, then: str) -> str:
-    """The accuracy note of an adaptive release: the clip, then ``then``, and the bias the bound leaves out."""
+def _g(value: Fraction | float) -> str:
+    return f"{float(value):.6g}"
+
+
+def g_up(value: float) -> str:
+    """``value`` with 6 significant digits, rounded up: a bound is never printed below itself."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    exact = Decimal(value)
+    rounded = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 5), rounding=ROUND_CEILING)
+    return f"{float(rounded):.6g}"
+
+
+def clip_note(clip: AdaptiveClip, then: str, bias: str) -> str:
+    """The accuracy note of an adaptive release: the clip, then ``then`` (the noise), then ``bias`` (the column)."""
+    found = clip.found
+    declared = f"[{_g(clip.declared.lower)}, {_g(clip.declared.upper)}]"
+    if not found.found:
+        head = f"none found: the clip is the declared bounds {declared}, no clipping bias"
+    elif not clip.cuts:
+        head = (
+            f"found [{_g(found.low or 0)}, {_g(found.high or 0)}]: the clip is the declared bounds {declared}, "
+            "no clipping bias"
+        )
+    else:
+        head = (
+            f"found [{_g(found.low or 0)}, {_g(found.high or 0)}]: the clip [{_g(clip.bounds.lower)}, "
+            f"{_g(clip.bounds.upper)}] of the declared {declared}"
+        )
+    head = f"adaptive clip: approximate bounds released first (threshold {found.threshold}; {head})"
+    return f"{head}, then {then}; {bias}"
+
+
+def _rows_text(tau: int, m: int, bins: int) -> str:
     return (
-        f"adaptive clip: approximate bounds released first (threshold {found.threshold}; "
-        f"{'found' if found.found else 'none found: the declared bounds'}), then {then}; the error "
-        "bound covers the noise only: values outside the released clip add a bias that is not bounded"
+        f"so with probability {1 - BINS_FAILURE:g} (a union bound over the {bins} bins the declared bounds meet) "
+        f"each holds at most m = {m} rows (τ - 1 + t, τ = {tau}, t = {m - tau + 1}), and clipping moves a row at "
+        "most to its bin's far edge within the declared bounds"
     )
+
+
+def bias_text(clip: AdaptiveClip) -> str:
+    """How the clipping-bias bound of the note is made: m rows per bin outside the clip, at 1 - ``BINS_FAILURE``."""
+    m = clip.rows_per_bin if clip.rows_per_bin is not None else 0
+    return (
+        f"every log2 bin outside the clip had a noisy count below the threshold, "
+        f"{_rows_text(clip.found.threshold, m, clip.bins)}: B_up = {g_up(up(clip.above))} above the clip, "
+        f"B_low = {g_up(up(clip.below))} below it"
+    )
+
+
+def no_bias_text() -> str:
+    """The note's last part when the clip is the declared bounds (the column is the noise bound alone)."""
+    return (
+        f"the error column is that noise bound (at {NOISE_CONFIDENCE:g}; the adaptive releases keep "
+        f"{BINS_FAILURE:g} for a clipping-bias bound), so it holds with probability >= {CONFIDENCE:g} per value"
+    )
+
+
+def forecast_note(agg: AggregateIR, clip_step: PlanStep, adjacency: Adjacency) -> str:
+    """What a forecast can say of an adaptive statistic before its clip is released: no number, and why.
+
+    The noise is calibrated to the clip and the bias bound depends on where the clip falls, both known
+    only after step 1; τ and m (the rows a bin below τ may hold) are public before it and are stated.
+    """
+    head = (
+        "no number before the clip is released: the noise is calibrated to the clip [a, b] that its first step "
+        "releases, and the error column adds a bound on the clipping bias computed from that clip"
+    )
+    tail = (
+        "the narrower the clip inside the declared bounds, the larger; the release states noise + bias with "
+        f"probability {CONFIDENCE:g} per value"
+    )
+    rows = clip_step.max_rows_per_unit
+    if rows is None or not agg.bounds:
+        return f"{head} ({tail})"
+    sensitivity = 2 * rows if adjacency is Adjacency.REPLACE else rows
+    try:
+        tau = approx_bounds_threshold(
+            sensitivity=sensitivity,
+            epsilon=clip_step.loss.epsilon,
+            bins=2 * (LARGEST_EXPONENT - SMALLEST_EXPONENT) + 1,
+            success_probability=SUCCESS_PROBABILITY,
+        )
+        first, last = declared_bins(Bounds(*agg.bounds[0]))
+        m = skipped_bin_rows(
+            threshold=tau,
+            epsilon=clip_step.loss.epsilon,
+            sensitivity=sensitivity,
+            bins=last - first + 1,
+            failure_probability=BINS_FAILURE,
+        )
+    except DPSenseError:  # an ε the release would refuse: it says so itself
+        return f"{head} ({tail})"
+    rows_text = _rows_text(tau, m, last - first + 1)
+    return f"{head}: each log2 bin outside it will have a noisy count below τ, {rows_text} ({tail})"
 
 
 #: The post-processing line every adaptive release adds.

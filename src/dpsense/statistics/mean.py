@@ -8,8 +8,9 @@ Mechanisms: Laplace (default), Gaussian, and ``adaptive_clip`` (the default when
 typical range much narrower than the bounds, ``statistics._adaptive``; else the analyst's opt-in):
 approximate bounds [a, b] of the column first (``approx_bounds``'s log2 histogram over all rows of the
 view, a step of its own), then the centred sum and the count of the values clipped to [a, b], the sum's
-noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5, "Adaptive clip"); the clipping
-bias is not bounded and is said so.
+noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5, "Adaptive clip"); its error
+column adds a public bound on the clipping bias to the noise's (§1.5a: the sum's bias bound over a
+lower bound on the group's count from its noisy count; noise at 0.96, the clip's bins at 0.99).
 
 Budget: the centred sum takes 13/22 of the mean's ε and the count 9/22, the split that minimises the
 expected variance when nothing but the bounds is known (docs/math/global-sensitivity.md §1.5, "Budget
@@ -48,9 +49,15 @@ from dpsense.sensitivity.mean import SUM_SHARE
 from dpsense.statistics import _steps
 from dpsense.statistics._adaptive import (
     CLIP_POST_PROCESSING,
+    NOISE_CONFIDENCE,
+    AdaptiveClip,
+    add_up,
+    bias_text,
     clip_note,
     default_reason,
+    g_up,
     is_adaptive,
+    no_bias_text,
     release_clip,
 )
 from dpsense.statistics._adaptive import part_choice as adaptive_part_choice
@@ -165,21 +172,33 @@ def _adaptive_mean(runner: Runner, agg: AggregateIR, by_part: dict[StepPart, Pla
 
     Step 1 releases the clip [a, b] (``_adaptive.release_clip``: its noise for the step's sensitivity,
     C rows per unit, 2C under replace). Steps 2-3 are the private-n mean on [a, b]: the centred sum's
-    noise for C (b - a)/2 (C (b - a) under replace), at most the planned C (U - L)/2.
+    noise for C (b - a)/2 (C (b - a) under replace), at most the planned C (U - L)/2. The error column
+    adds the clipping bias's bound to the noise's (``AdaptiveClip.mean_bias``, §1.5a).
     """
-    clip, found, rows = release_clip(runner, agg, by_part[StepPart.CLIP])
+    clip = release_clip(runner, agg, by_part[StepPart.CLIP])
     total = by_part[StepPart.CENTERED_SUM]
     calibrated = replace_step(
-        total, sensitivity=centered_sensitivity_for(clip, adjacency=runner.plan.adjacency, rows=rows)
+        total, sensitivity=centered_sensitivity_for(clip.bounds, adjacency=runner.plan.adjacency, rows=clip.rows)
     )
-    a, b = clip.lower, clip.upper
+    a, b = clip.bounds.lower, clip.bounds.upper
     specs = [bounded_sum(agg.columns[0], a, b, name=f"{agg.name}|s"), count_present(agg.columns[0], f"{agg.name}|n")]
     group_rows = runner.group_rows(total, specs)
     steps = {**by_part, StepPart.CENTERED_SUM: calibrated}
-    output, losses = _noisy_mean(agg, steps, group_rows, a, b)
-    note = clip_note(found, output.accuracy_note)
+    output, losses = _noisy_mean(
+        agg, steps, group_rows, a, b, confidence=NOISE_CONFIDENCE, clip=clip, half_width="(b-a)/2"
+    )
+    if clip.cuts:
+        tail = (
+            "the error column adds the clipping bias of the mean, at most max(min(B_up/n_lo, U - b), min(B_low/n_lo, "
+            f"a - L)) with n_lo = max(1, ceil(n^ - b_count)) ({bias_text(clip)}), to that noise bound, so it holds "
+            f"with probability >= {CONFIDENCE:g} per value (union bound) against the mean of the values clipped to "
+            f"the declared bounds, and is at most max(U - a, b - L) = {g_up(clip.widest_mean_error())}"
+        )
+    else:
+        tail = no_bias_text()
+    note = clip_note(clip, output.accuracy_note, tail)
     post = [*output.post_processing, CLIP_POST_PROCESSING]
-    return [replace_step(output, accuracy_note=note, post_processing=post)], [found.loss, *losses]
+    return [replace_step(output, accuracy_note=note, post_processing=post)], [clip.found.loss, *losses]
 
 
 def _public_n_mean(
@@ -203,16 +222,29 @@ def _public_n_mean(
 
 
 def _noisy_mean(
-    agg: AggregateIR, by_part: dict[StepPart, PlanStep], rows: list[Any], low: Fraction, high: Fraction
+    agg: AggregateIR,
+    by_part: dict[StepPart, PlanStep],
+    rows: list[Any],
+    low: Fraction,
+    high: Fraction,
+    *,
+    confidence: float = CONFIDENCE,
+    clip: AdaptiveClip | None = None,
+    half_width: str = "(U-L)/2",
 ) -> tuple[Output, list[PrivacyLoss]]:
-    """The midpoint of [low, high] plus the noisy centred sum over the noisy count, clamped to [low, high]."""
+    """The midpoint of [low, high] plus the noisy centred sum over the noisy count, clamped to [low, high].
+
+    The error bound holds with probability ``confidence`` (each noise at 1 - β/2); with an adaptive
+    ``clip`` each group's clipping-bias bound is added (from its noisy count, on the count's same event);
+    ``half_width`` names half the width of [low, high] in the note.
+    """
     clamp = f"clamped to the public bounds [{float(low):g}, {float(high):g}]"
     total, count = by_part[StepPart.CENTERED_SUM], by_part[StepPart.COUNT]
     s_name, n_name = f"{agg.name}|s", f"{agg.name}|n"
     mid = (low + high) / 2
     centered = np.array([float(r.sums[s_name].value - mid * r.counts[n_name]) for r in rows], dtype=np.float64)
     counts = np.array([r.counts[n_name] for r in rows], dtype=np.float64)
-    beta = 1 - CONFIDENCE
+    beta = 1 - confidence
     noisy_sum = _steps.additive_noise(total, centered, confidence=1 - beta / 2)
     noisy_count = _steps.additive_noise(count, counts, confidence=1 - beta / 2)
     sums_out = np.atleast_1d(noisy_sum.value).astype(np.float64)
@@ -223,11 +255,15 @@ def _noisy_mean(
     for s, c in zip(sums_out, counts_out, strict=True):
         estimate = float(mid) + (s / c if c >= 1 else 0.0)
         values.append(min(max(estimate, float(low)), float(high)))
-        errors.append(mean_error(noisy_sum, noisy_count, c, half))
+        error = mean_error(noisy_sum, noisy_count, c, half)
+        if clip is not None and clip.cuts:
+            b_count = None if noisy_count.accuracy is None else float(noisy_count.accuracy.error_bound)
+            error = add_up(error, clip.mean_bias(float(c), b_count))
+        errors.append(error)
     note = (
         "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
-        "|error| <= (b_sum + (U-L)/2 * b_count) / n^ with b at 97.5% each, so it grows as the group "
-        "shrinks and is the full range when n^ < 1"
+        f"|error| <= (b_sum + {half_width} * b_count) / n^ with b at {100 * (1 - beta / 2):g}% each, so it grows as "
+        "the group shrinks and is the full range when n^ < 1"
     )
     post = [clamp, "the midpoint when the noisy count is below 1"]
     return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_count.loss]

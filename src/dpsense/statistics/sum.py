@@ -7,7 +7,8 @@ group while its replacement enters another; §1.4). Mechanisms: Laplace (default
 ``adaptive_clip``: approximate bounds of the column first (one even share of the sum's ε), then the sum
 of the values clipped to [a, b] = [L, U] ∩ them, its noise calibrated to the same formula on [a, b]
 (``statistics._adaptive``, which also states when it is the default: a declared typical range much
-narrower than the bounds). The clipping bias is not bounded and is said so.
+narrower than the bounds). Its error column adds a public bound on the clipping bias to the noise's
+(docs/math/global-sensitivity.md §1.5a): noise at 0.96, the clip's bins at 0.99, both at once >= 0.95.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ from dpsense.sensitivity import Sqrt
 from dpsense.statistics import _steps
 from dpsense.statistics._adaptive import (
     CLIP_POST_PROCESSING,
+    NOISE_CONFIDENCE,
+    add_up,
+    bias_text,
     clip_note,
     default_reason,
+    g_up,
     is_adaptive,
+    no_bias_text,
     release_clip,
 )
 from dpsense.statistics._adaptive import part_choice as adaptive_part_choice
@@ -46,7 +52,7 @@ from dpsense.statistics._base import (
     Statistic,
     bounds_of,
 )
-from dpsense.statistics._steps import Output, accuracy_note, bounded_sum, error_bounds
+from dpsense.statistics._steps import CONFIDENCE, Output, accuracy_note, bounded_sum, error_bounds
 
 
 class Sum(Statistic):
@@ -88,28 +94,39 @@ class Sum(Statistic):
         return runner.step_rows(steps[0]), [bounded_sum(agg.columns[0], low, high, name=f"{agg.name}|s")]
 
     def run(self, runner: Runner, agg: AggregateIR, steps: list[PlanStep]) -> Produced:
-        """The noisy sums (after the released clip for ``adaptive_clip``)."""
+        """The noisy sums (after the released clip for ``adaptive_clip``, its error column noise + clipping bias)."""
         by_part = {s.part: s for s in steps}
         step = by_part[StepPart.VALUE]
         if not is_adaptive(agg):
             return _noisy_sums(agg, step, runner.fetched(agg, [step]))
-        clip, found, rows = release_clip(runner, agg, by_part[StepPart.CLIP])
+        clip = release_clip(runner, agg, by_part[StepPart.CLIP])
         grouped = runner.group_column is not None
-        calibrated = replace_step(
-            step, sensitivity=sum_sensitivity_for(clip, adjacency=runner.plan.adjacency, rows=rows, grouped=grouped)
-        )
-        specs = [bounded_sum(agg.columns[0], clip.lower, clip.upper, name=f"{agg.name}|s")]
-        (output,), losses = _noisy_sums(agg, calibrated, runner.group_rows(step, specs))
-        note = clip_note(found, output.accuracy_note)
+        sensitivity = sum_sensitivity_for(clip.bounds, adjacency=runner.plan.adjacency, rows=clip.rows, grouped=grouped)
+        calibrated = replace_step(step, sensitivity=sensitivity)
+        specs = [bounded_sum(agg.columns[0], clip.bounds.lower, clip.bounds.upper, name=f"{agg.name}|s")]
+        (output,), losses = _noisy_sums(agg, calibrated, runner.group_rows(step, specs), confidence=NOISE_CONFIDENCE)
+        if clip.cuts:
+            bias = clip.sum_bias()
+            errors = [None if e is None else add_up(e, bias) for e in output.error]
+            shown = "" if any(e is None for e in errors) or not errors else f": |error| <= {g_up(errors[0] or 0.0)}"
+            tail = (
+                f"the error column adds the clipping bias, at most max(B_up, B_low) = {g_up(bias)} per value, grouped "
+                f"or not ({bias_text(clip)}), to that noise bound{shown} with probability >= {CONFIDENCE:g} per "
+                "value (union bound), against the sum of the values clipped to the declared bounds"
+            )
+        else:
+            errors, tail = output.error, no_bias_text()
+        note = clip_note(clip, output.accuracy_note, tail)
         post = [*output.post_processing, CLIP_POST_PROCESSING]
-        return [replace_step(output, accuracy_note=note, post_processing=post)], [found.loss, *losses]
+        output = replace_step(output, error=errors, accuracy_note=note, post_processing=post)
+        return [output], [clip.found.loss, *losses]
 
 
-def _noisy_sums(agg: AggregateIR, step: PlanStep, rows: list[Any]) -> Produced:
+def _noisy_sums(agg: AggregateIR, step: PlanStep, rows: list[Any], *, confidence: float = CONFIDENCE) -> Produced:
     """Laplace or Gaussian noise on each group's exact clipped sum, for the step's sensitivity."""
     name = f"{agg.name}|s"
     # float(units) rounds once, scaling by a power of two is exact: float(Fraction) without the Fraction
     sums = np.array([math.ldexp(float(r.sums[name].units), r.sums[name].grid_exponent) for r in rows])
-    result = _steps.additive_noise(step, sums)
+    result = _steps.additive_noise(step, sums, confidence=confidence)
     values = [float(v) for v in np.atleast_1d(result.value)]
     return [Output(agg.name, values, error_bounds(result, len(values)), accuracy_note(result))], [result.loss]

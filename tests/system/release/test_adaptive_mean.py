@@ -77,7 +77,7 @@ def test_a_wide_domain_mean_is_far_closer_with_the_clip_and_charged_once(steward
         )
     assert adaptive.cached and adaptive.charged is None  # nothing charged again
     text = adaptive.explain()
-    assert "adaptive clip: approximate bounds released first" in text and "bias that is not bounded" in text
+    assert "adaptive clip: approximate bounds released first" in text and "adds the clipping bias" in text
     assert len(steward.ledger.charges("events")) == 40
 
 
@@ -89,7 +89,9 @@ def test_grouped_the_clip_is_shared_and_every_group_gets_a_mean(steward: dp.Sess
         )
     means = release.values["m"]
     assert len(means) == len(REGIONS) and all(200 <= m <= 300 for m in means)
-    assert all(e is not None and e < 20 for e in release.values["m_error95"])
+    # the error column is the noise's bound plus the clipping bias's (dozens of rows may hide in each bin above the
+    # clip [128, 512] up to 10^6 for all we know): wide, but within the widest error max(U - a, b - L)
+    assert all(e is not None and 20 < e < 10**6 - 128 for e in release.values["m_error95"])
 
 
 def test_degenerate_views_are_released_or_refused_before_the_charge(steward: dp.Session) -> None:
