@@ -15,7 +15,7 @@ functions (``mechanisms.laplace_accuracy`` and its kin; ``statistics._steps.plan
 - statistics calibrated to the data (smooth sensitivity, PTR): no number before the data is read; the
   forecast says so;
 - an adaptive-clip mean or sum: no number before its clip is released (its noise is calibrated to the
-  clip, and its error column adds a clipping-bias bound computed from it); the forecast says so and
+  clip, and its bias column bounds the clipping bias computed from it); the forecast says so and
   states the public threshold τ and the rows m a bin outside the clip may hold
   (``statistics._adaptive.forecast_note``).
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # pandas loads when a table is first asked for (it costs a CL
 ERROR_SUFFIX = "_error95"
 #: The column flagging values whose error bound covers the whole range their public bounds allow.
 NOISE_SUFFIX = "_noise_dominated"
+#: Suffix of the bias column of a statistic with a public bias bound beside its noise (the adaptive clip).
+BIAS_SUFFIX = "_bias95"
 
 
 def release_value(executed: Executed) -> dict[str, Any]:
@@ -32,6 +34,8 @@ def release_value(executed: Executed) -> dict[str, Any]:
     columns: list[str] = list(groups)
     for out in executed.outputs:
         columns.extend([out.name, out.name + ERROR_SUFFIX])
+        if out.bias is not None:
+            columns.append(out.name + BIAS_SUFFIX)
     n_rows = len(executed.outputs[0].values) if executed.outputs else 0
     columns_data: list[list[Any]] = []  # column-wise, then zipped into rows (one pass per column)
     if groups:
@@ -45,6 +49,8 @@ def release_value(executed: Executed) -> dict[str, Any]:
     for out in executed.outputs:
         columns_data.append([_json_number(v) for v in out.values])
         columns_data.append([_json_number(e) for e in out.error])
+        if out.bias is not None:
+            columns_data.append([_json_number(b) for b in out.bias])
     rows: list[list[Any]] = [list(row) for row in zip(*columns_data, strict=True)] if columns_data else []
     notes = {
         out.name: {"accuracy": out.accuracy_note, "post_processing": out.post_processing} for out in executed.outputs
@@ -166,7 +172,9 @@ class Release:
         An error column holds a bound that the value's |error| stays below with probability 0.95
         where one follows from public facts, and is empty (NaN) where none does (quantiles, smooth
         sensitivity); ``<name>_noise_dominated`` marks values whose bound covers their whole public
-        range (``rows``). See ``explain()`` for how each was made.
+        range (``rows``). A mean or sum released with the adaptive clip also has ``<name>_bias95``: a
+        bound on its clipping bias at 0.95, beside the noise bound of ``<name>_error95`` (both hold
+        together with probability >= 0.90). See ``explain()`` for how each was made.
         """
         import pandas as pd
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.ledger import StoredRelease
-from dpsense.release._release import ERROR_SUFFIX, NOISE_SUFFIX, Release
+from dpsense.release._release import BIAS_SUFFIX, ERROR_SUFFIX, NOISE_SUFFIX, Release
 
 if TYPE_CHECKING:  # the SQL front end (sqlglot) and pandas load only when used
     import pandas as pd
@@ -75,6 +75,10 @@ class SqlRelease:
                 if error is not None:
                     names.append(out.alias + ERROR_SUFFIX)
                     columns.append(error)
+                bias = base.get(f"{out.expr[1]}{BIAS_SUFFIX}") if out.expr[0] == "agg" else None
+                if bias is not None:  # a bare adaptive mean or sum keeps its clipping-bias bound
+                    names.append(out.alias + BIAS_SUFFIX)
+                    columns.append(bias)
                 flags = base.get(f"{out.expr[1]}{NOISE_SUFFIX}") if out.expr[0] == "agg" else None
                 if flags is not None:  # a bare aggregate keeps its noise-dominated flags
                     names.append(out.alias + NOISE_SUFFIX)

@@ -49,6 +49,9 @@ class Output:
     error: list[float | None]
     accuracy_note: str
     post_processing: list[str] = field(default_factory=list)
+    #: A public bound on each value's bias beside its noise (the adaptive clip's clipping bias), at the
+    #: same confidence as ``error``; ``None`` for the statistics that have no such column.
+    bias: list[float | None] | None = None
 
 
 def _sensitivity(step: PlanStep) -> Fraction:

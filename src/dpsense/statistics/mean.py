@@ -8,9 +8,9 @@ Mechanisms: Laplace (default), Gaussian, and ``adaptive_clip`` (the default when
 typical range much narrower than the bounds, ``statistics._adaptive``; else the analyst's opt-in):
 approximate bounds [a, b] of the column first (``approx_bounds``'s log2 histogram over all rows of the
 view, a step of its own), then the centred sum and the count of the values clipped to [a, b], the sum's
-noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5, "Adaptive clip"); its error
-column adds a public bound on the clipping bias to the noise's (§1.5a: the sum's bias bound over a
-lower bound on the group's count from its noisy count; noise at 0.96, the clip's bins at 0.99).
+noise calibrated to C (b - a)/2 (docs/math/global-sensitivity.md §1.5, "Adaptive clip"); a column of
+its own, ``<name>_bias95``, bounds the clipping bias beside the noise bound of ``<name>_error95`` (§1.5a:
+the sum's bias bound over a lower bound on the group's count from its noisy count).
 
 Budget: the centred sum takes 13/22 of the mean's ε and the count 9/22, the split that minimises the
 expected variance when nothing but the bounds is known (docs/math/global-sensitivity.md §1.5, "Budget
@@ -48,10 +48,11 @@ from dpsense.sensitivity import Sqrt
 from dpsense.sensitivity.mean import SUM_SHARE
 from dpsense.statistics import _steps
 from dpsense.statistics._adaptive import (
+    BINS_FAILURE,
     CLIP_POST_PROCESSING,
+    JOINT_CONFIDENCE,
     NOISE_CONFIDENCE,
     AdaptiveClip,
-    add_up,
     bias_text,
     clip_note,
     default_reason,
@@ -173,7 +174,7 @@ def _adaptive_mean(runner: Runner, agg: AggregateIR, by_part: dict[StepPart, Pla
     Step 1 releases the clip [a, b] (``_adaptive.release_clip``: its noise for the step's sensitivity,
     C rows per unit, 2C under replace). Steps 2-3 are the private-n mean on [a, b]: the centred sum's
     noise for C (b - a)/2 (C (b - a) under replace), at most the planned C (U - L)/2. The error column
-    adds the clipping bias's bound to the noise's (``AdaptiveClip.mean_bias``, §1.5a).
+    bias column is the clipping bias's bound (``AdaptiveClip.mean_bias``, §1.5a).
     """
     clip = release_clip(runner, agg, by_part[StepPart.CLIP])
     total = by_part[StepPart.CENTERED_SUM]
@@ -189,10 +190,11 @@ def _adaptive_mean(runner: Runner, agg: AggregateIR, by_part: dict[StepPart, Pla
     )
     if clip.cuts:
         tail = (
-            "the error column adds the clipping bias of the mean, at most max(min(B_up/n_lo, U - b), min(B_low/n_lo, "
-            f"a - L)) with n_lo = max(1, ceil(n^ - b_count)) ({bias_text(clip)}), to that noise bound, so it holds "
-            f"with probability >= {CONFIDENCE:g} per value (union bound) against the mean of the values clipped to "
-            f"the declared bounds, and is at most max(U - a, b - L) = {g_up(clip.widest_mean_error())}"
+            "the bias column bounds the clipping bias of the mean, at most max(min(B_up/n_lo, U - b), "
+            f"min(B_low/n_lo, a - L)) with n_lo = max(1, ceil(n^ - b_count)) ({bias_text(clip)}), with probability "
+            f">= {1 - BINS_FAILURE - (1 - CONFIDENCE) / 2:g} (the bins' event and the count's); |value - mean of the "
+            f"values clipped to the declared bounds| <= error + bias with probability >= {JOINT_CONFIDENCE:g}, "
+            f"and error + bias is at most max(U - a, b - L) = {g_up(clip.widest_mean_error())}"
         )
     else:
         tail = no_bias_text()
@@ -252,18 +254,19 @@ def _noisy_mean(
     half = float(high - low) / 2
     values: list[Any] = []
     errors: list[float | None] = []
+    biases: list[float | None] | None = None if clip is None else []
     for s, c in zip(sums_out, counts_out, strict=True):
         estimate = float(mid) + (s / c if c >= 1 else 0.0)
         values.append(min(max(estimate, float(low)), float(high)))
         error = mean_error(noisy_sum, noisy_count, c, half)
-        if clip is not None and clip.cuts:
-            b_count = None if noisy_count.accuracy is None else float(noisy_count.accuracy.error_bound)
-            error = add_up(error, clip.mean_bias(float(c), b_count))
         errors.append(error)
+        if biases is not None and clip is not None:
+            b_count = None if noisy_count.accuracy is None else float(noisy_count.accuracy.error_bound)
+            biases.append(clip.mean_bias(float(c), b_count) if clip.cuts else 0.0)
     note = (
         "noisy centered sum / noisy count; the error bound uses the released noisy count n^: "
         f"|error| <= (b_sum + {half_width} * b_count) / n^ with b at {100 * (1 - beta / 2):g}% each, so it grows as "
         "the group shrinks and is the full range when n^ < 1"
     )
     post = [clamp, "the midpoint when the noisy count is below 1"]
-    return Output(agg.name, values, errors, note, post), [noisy_sum.loss, noisy_count.loss]
+    return Output(agg.name, values, errors, note, post, biases), [noisy_sum.loss, noisy_count.loss]

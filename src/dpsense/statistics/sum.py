@@ -7,8 +7,8 @@ group while its replacement enters another; §1.4). Mechanisms: Laplace (default
 ``adaptive_clip``: approximate bounds of the column first (one even share of the sum's ε), then the sum
 of the values clipped to [a, b] = [L, U] ∩ them, its noise calibrated to the same formula on [a, b]
 (``statistics._adaptive``, which also states when it is the default: a declared typical range much
-narrower than the bounds). Its error column adds a public bound on the clipping bias to the noise's
-(docs/math/global-sensitivity.md §1.5a): noise at 0.96, the clip's bins at 0.99, both at once >= 0.95.
+narrower than the bounds). Its bias column, ``<name>_bias95``, bounds the clipping bias beside the noise
+bound of ``<name>_error95`` (docs/math/global-sensitivity.md §1.5a).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from dpsense.query.planner import PlanStep
 from dpsense.sensitivity import Sqrt
 from dpsense.statistics import _steps
 from dpsense.statistics._adaptive import (
+    BINS_FAILURE,
     CLIP_POST_PROCESSING,
+    JOINT_CONFIDENCE,
     NOISE_CONFIDENCE,
-    add_up,
     bias_text,
     clip_note,
     default_reason,
@@ -105,20 +106,19 @@ class Sum(Statistic):
         calibrated = replace_step(step, sensitivity=sensitivity)
         specs = [bounded_sum(agg.columns[0], clip.bounds.lower, clip.bounds.upper, name=f"{agg.name}|s")]
         (output,), losses = _noisy_sums(agg, calibrated, runner.group_rows(step, specs), confidence=NOISE_CONFIDENCE)
+        bias = clip.sum_bias() if clip.cuts else 0.0
         if clip.cuts:
-            bias = clip.sum_bias()
-            errors = [None if e is None else add_up(e, bias) for e in output.error]
-            shown = "" if any(e is None for e in errors) or not errors else f": |error| <= {g_up(errors[0] or 0.0)}"
             tail = (
-                f"the error column adds the clipping bias, at most max(B_up, B_low) = {g_up(bias)} per value, grouped "
-                f"or not ({bias_text(clip)}), to that noise bound{shown} with probability >= {CONFIDENCE:g} per "
-                "value (union bound), against the sum of the values clipped to the declared bounds"
+                f"the bias column bounds the clipping bias, at most max(B_up, B_low) = {g_up(bias)} per value, grouped "
+                f"or not ({bias_text(clip)}), with probability >= {1 - BINS_FAILURE:g}; |value - sum of the values "
+                f"clipped to the declared bounds| <= error + bias with probability >= {JOINT_CONFIDENCE:g}"
             )
         else:
-            errors, tail = output.error, no_bias_text()
+            tail = no_bias_text()
         note = clip_note(clip, output.accuracy_note, tail)
         post = [*output.post_processing, CLIP_POST_PROCESSING]
-        output = replace_step(output, error=errors, accuracy_note=note, post_processing=post)
+        biases: list[float | None] = [bias] * len(output.values)
+        output = replace_step(output, accuracy_note=note, post_processing=post, bias=biases)
         return [output], [clip.found.loss, *losses]
 
 

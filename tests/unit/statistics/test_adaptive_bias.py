@@ -1,8 +1,8 @@
 """The public clipping-bias bound of an adaptive mean or sum, on hand-computed cases (docs/math §1.5a).
 
-A bin outside the released clip had a noisy count below τ; with probability >= 0.99 each of the M bins
+A bin outside the released clip had a noisy count below τ; with probability >= 0.975 each of the M bins
 the declared bounds meet then holds at most m = τ - 1 + t rows, t the least integer >= 0 with
-M a^(t+1) / (1 + a) <= 0.01, a = exp(-ε/Δ). The sum's bias is at most max(B_up, B_low) with
+M a^(t+1) / (1 + a) <= 0.025 = ``BINS_FAILURE``, a = exp(-ε/Δ). The sum's bias is at most max(B_up, B_low) with
 B_up = m Σ (min(U, u_j) - b) over the bins above b and B_low = m Σ (a - max(L, l_j)) over those below a.
 """
 
@@ -20,6 +20,7 @@ from dpsense.mechanisms.approx_bounds import skipped_bin_rows
 from dpsense.sensitivity import Bounds
 from dpsense.statistics._adaptive import (
     BINS_FAILURE,
+    JOINT_CONFIDENCE,
     NOISE_CONFIDENCE,
     AdaptiveClip,
     clip_bias,
@@ -42,8 +43,11 @@ def _clip(found: mech.ApproxBounds, declared: Bounds, sensitivity: int = 1) -> A
     return AdaptiveClip(clip, declared, found, 1, above, below, m, bins)
 
 
-def test_the_confidence_split_adds_up_to_the_release_confidence() -> None:
-    assert pytest.approx(1 - CONFIDENCE) == BINS_FAILURE + (1 - NOISE_CONFIDENCE)
+def test_the_confidence_split_keeps_each_column_at_its_confidence() -> None:
+    """The error column at 0.95 (as every statistic); the mean's bias column on the bins' and its count's events."""
+    assert NOISE_CONFIDENCE == CONFIDENCE
+    assert pytest.approx(1 - CONFIDENCE) == BINS_FAILURE + (1 - CONFIDENCE) / 2
+    assert pytest.approx(0.925) == JOINT_CONFIDENCE == 1 - BINS_FAILURE - (1 - CONFIDENCE)
 
 
 def test_m_is_tau_minus_one_plus_the_least_t_of_the_union_bound() -> None:
@@ -85,34 +89,36 @@ def test_bounds_that_hold_the_declared_ones_clip_nothing() -> None:
 def test_one_bin_above_the_clip() -> None:
     """[L, U] = [64, 250], released [64, 128]: the bins of [L, U] are [64, 128) and [128, 256) (M = 2).
 
-    m = 5 - 1 + 7 = 11 (first test); the only bin above b = 128 is [128, 256), whose values move by at most
-    min(250, 256) - 128 = 122: B_up = 11 x 122 = 1342, and a = L: B_low = 0.
+    At β_b = 0.025: 2 (1/2)^(t+1) / (3/2) <= 0.025 first at t + 1 = 6 (0.0208; 0.0417 at 5), so m = 5 - 1 + 5
+    = 9; the only bin above b = 128 is [128, 256), whose values move by at most min(250, 256) - 128 = 122:
+    B_up = 9 x 122 = 1098, and a = L: B_low = 0.
     """
     clip = _clip(_found(64.0, 128.0, 5), Bounds(64, 250))
     assert clip.bounds == Bounds(64, 128) and clip.cuts
-    assert (clip.rows_per_bin, clip.bins, clip.above, clip.below) == (11, 2, 1342, 0)
-    assert clip.sum_bias() == 1342.0
-    # the mean: n_lo = max(1, ceil(100.4 - 10.2)) = 91, bias <= min(1342/91, 250 - 128)
-    assert clip.mean_bias(100.4, 10.2) == pytest.approx(1342 / 91, rel=1e-15)
-    assert clip.mean_bias(100.4, 10.2) >= 1342 / 91  # rounded up
+    assert (clip.rows_per_bin, clip.bins, clip.above, clip.below) == (9, 2, 1098, 0)
+    assert clip.sum_bias() == 1098.0
+    # the mean: n_lo = max(1, ceil(100.4 - 10.2)) = 91, bias <= min(1098/91, 250 - 128)
+    assert clip.mean_bias(100.4, 10.2) == pytest.approx(1098 / 91, rel=1e-15)
+    assert clip.mean_bias(100.4, 10.2) >= 1098 / 91  # rounded up
     assert clip.mean_bias(5.0, 10.0) == 122.0  # n_lo = 1: the distance from b to U caps it
     assert clip.mean_bias(5.0, None) == 122.0  # no count bound: n_lo = 1 too
     assert clip.widest_mean_error() == 250 - 64
 
 
 def test_both_sides_and_negative_bins() -> None:
-    """[L, U] = [-10, 10], released [-4, 8]: bins -24 ((-16, -8]) to 24 ([8, 16)), M = 49, m = 3 - 1 + 11 = 13.
+    """[L, U] = [-10, 10], released [-4, 8]: bins -24 ((-16, -8]) to 24 ([8, 16)), M = 49, m = 3 - 1 + 10 = 12.
 
-    Above b = 8: bin [8, 16) moves by min(10, 16) - 8 = 2: B_up = 26. Below a = -4: bin (-8, -4] by
-    -4 - (-8) = 4 and bin (-16, -8] by -4 - max(-10, -16) = 6: B_low = 13 x 10 = 130.
+    (49/1.5) (1/2)^(t+1) <= 0.025 first at t + 1 = 11 (0.0160; 0.0319 at 10). Above b = 8: bin [8, 16) moves
+    by min(10, 16) - 8 = 2: B_up = 24. Below a = -4: bin (-8, -4] by -4 - (-8) = 4 and bin (-16, -8] by
+    -4 - max(-10, -16) = 6: B_low = 12 x 10 = 120.
     """
     clip = _clip(_found(-4.0, 8.0, 3), Bounds(-10, 10))
     assert clip.bounds == Bounds(-4, 8)
-    assert (clip.rows_per_bin, clip.bins, clip.above, clip.below) == (13, 49, 26, 130)
-    assert clip.sum_bias() == 130.0  # the two sides' biases have opposite signs: the larger bounds |bias|
-    # n_lo = 10: max(min(2.6, 10 - 8), min(13, -4 + 10)) = max(2, 6)
+    assert (clip.rows_per_bin, clip.bins, clip.above, clip.below) == (12, 49, 24, 120)
+    assert clip.sum_bias() == 120.0  # the two sides' biases have opposite signs: the larger bounds |bias|
+    # n_lo = 10: max(min(2.4, 10 - 8), min(12, -4 + 10)) = max(2, 6)
     assert clip.mean_bias(12.5, 2.5) == 6.0
-    assert clip.mean_bias(102.5, 2.5) == pytest.approx(1.3)  # n_lo = 100: max(0.26, 1.3)
+    assert clip.mean_bias(102.5, 2.5) == pytest.approx(1.2)  # n_lo = 100: max(0.24, 1.2)
     assert clip.widest_mean_error() == 18  # max(10 - (-4), 8 - (-10))
 
 
@@ -124,7 +130,7 @@ def test_the_zero_bin_and_bins_beyond_the_declared_bounds() -> None:
     """
     tiny = Fraction(1, 2**20)
     clip = _clip(_found(float(tiny), 2.0, 4), Bounds(0, 3))
-    m = skipped_bin_rows(threshold=4, epsilon=LN2, sensitivity=1, bins=23, failure_probability=0.01)
+    m = skipped_bin_rows(threshold=4, epsilon=LN2, sensitivity=1, bins=23, failure_probability=BINS_FAILURE)
     assert (clip.bins, clip.rows_per_bin) == (23, m)
     assert (clip.above, clip.below) == (m * 1, m * tiny)
 
