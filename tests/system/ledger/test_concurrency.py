@@ -22,7 +22,8 @@ PROCESSES = 16
 ATTEMPTS = int(os.environ.get("DPSENSE_LEDGER_ATTEMPTS") or 200)
 #: Debits of ε = 0.01 the cap admits: 5/16 of the attempts succeed.
 SUCCESSES = PROCESSES * ATTEMPTS * 5 // 16
-ROUNDS = int(os.environ.get("DPSENSE_LEDGER_ROUNDS") or 8)
+#: Rounds of the race (each a fresh dataset); DPSENSE_LEDGER_ROUNDS=20 for a longer stress run.
+ROUNDS = int(os.environ.get("DPSENSE_LEDGER_ROUNDS") or 3)
 
 
 RECORD = ReleaseRecord(0.5, "laplace", "1", {}, "person_id", "add_remove", "0.1.0")
