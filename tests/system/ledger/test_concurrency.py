@@ -19,7 +19,7 @@ from dpsense.core.errors import BudgetExhausted
 from dpsense.ledger import ChargeState, Ledger, ReleaseRecord
 
 PROCESSES = 16
-ATTEMPTS = int(os.environ.get("DPSENSE_LEDGER_ATTEMPTS") or 200)
+ATTEMPTS = int(os.environ.get("DPSENSE_LEDGER_ATTEMPTS") or 100)
 #: Debits of ε = 0.01 the cap admits: 5/16 of the attempts succeed.
 SUCCESSES = PROCESSES * ATTEMPTS * 5 // 16
 #: Rounds of the race (each a fresh dataset); DPSENSE_LEDGER_ROUNDS=20 for a longer stress run.
