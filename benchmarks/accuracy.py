@@ -313,7 +313,10 @@ class DPSense:
 
     def dataset(self, cell: Cell) -> dp.Dataset:
         if cell.name not in self._datasets:
-            frame = pd.DataFrame({"uid": np.arange(cell.values.size), "x": cell.values})
+            # a declared-step cell holds its base cell's values: other unit labels make it other data (the
+            # same data registered again with other declarations is refused as a conflict)
+            first = 10**9 if cell.step is not None else 0
+            frame = pd.DataFrame({"uid": first + np.arange(cell.values.size), "x": cell.values})
             self._datasets[cell.name] = self.session.register_dataset(
                 cell.name,
                 source=frame,
