@@ -34,11 +34,16 @@ demo-math: $(STAMP)
 	$(BIN)/python examples/seed_demo.py
 	$(BIN)/python examples/beyond_global.py
 
+# Two pytest workers (the machine's two cores), each taking whole files: a file's tests share its
+# module fixtures and run in order, as they do serially. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not statistical"
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not statistical"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples tools
