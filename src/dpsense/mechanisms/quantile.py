@@ -174,11 +174,14 @@ class DecimalGrid:
         """The number of points."""
         return self.last - self.first + 1
 
+    @property
+    def step(self) -> DecimalStep:
+        """The grid's step 10^e: its points' doubles and the nearest point of a record (``core.steps``)."""
+        return DecimalStep(1, self.exponent)
+
     def values(self, k: NDArray[np.float64]) -> F64:
         """The double nearest each decimal k 10^e (one correctly rounded operation on exact operands)."""
-        if self.exponent < 0:
-            return k / 10.0 ** (-self.exponent)
-        return k * 10.0**self.exponent
+        return self.step.values(k)
 
 
 @functools.lru_cache(maxsize=256)  # asked per group of a release: the same public bounds each time
@@ -209,8 +212,7 @@ def _grid_positions(clipped: F64, grid: DecimalGrid) -> I64:
     records give sorted positions. 2 offset + 1 + sign(x - point) is that position: x - point rounds to 0
     only when x == point, and keeps its sign.
     """
-    scaled = clipped * 10.0 ** (-grid.exponent) if grid.exponent < 0 else clipped / 10.0**grid.exponent
-    nearest = np.clip(np.rint(scaled), grid.first, grid.last)
+    nearest = grid.step.nearest(clipped, grid.first, grid.last).astype(np.float64)
     point = grid.values(nearest)
     positions = 2.0 * (nearest - grid.first) + 1.0 + np.sign(clipped - point)
     return positions.astype(np.int64)
