@@ -142,6 +142,11 @@ def inward_interval(low: Fraction, high: Fraction) -> tuple[float, float]:
     return lo, hi
 
 
+def double_at_or_above(value: Fraction) -> float:
+    """The smallest double >= ``value``: a bound stated as a float is never rounded down."""
+    return _double_at_or_above(value)
+
+
 def _double_at_or_above(value: Fraction) -> float:
     """The smallest double >= ``value`` (-max for a value below the double range, inf above it)."""
     try:

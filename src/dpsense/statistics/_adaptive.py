@@ -42,7 +42,7 @@ import numpy as np
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import DPSenseError, InternalError
-from dpsense.core.numbers import inward_interval
+from dpsense.core.numbers import double_at_or_above, inward_interval
 from dpsense.mechanisms.approx_bounds import (
     LARGEST_EXPONENT,
     SMALLEST_EXPONENT,
@@ -192,15 +192,8 @@ class AdaptiveClip:
         return up(max(self.declared.upper - self.bounds.lower, self.bounds.upper - self.declared.lower))
 
 
-def up(value: Fraction) -> float:
-    """The smallest double >= ``value`` (a bound is never rounded down)."""
-    f = float(value)
-    return f if Fraction(f) >= value else math.nextafter(f, math.inf)
-
-
-def add_up(x: float, y: float) -> float:
-    """The sum x + y rounded up to a double."""
-    return up(Fraction(x) + Fraction(y))
+#: The smallest double >= a bound (a bound is never rounded down).
+up = double_at_or_above
 
 
 def clip_of(found: mech.ApproxBounds, declared: Bounds) -> Bounds:
