@@ -2,7 +2,8 @@
 
 The bar is fed by the Session's ``progress(stage, done, total)`` callback (public stage names only:
 ``dpsense.release._progress``). It appears only once a call has run for ``DELAY`` seconds, on a
-terminal (rich draws nothing on a pipe), and leaves no trace when it ends.
+terminal only, and leaves no trace when it ends. On a pipe or a file nothing is drawn: rich would
+draw no bar there but would still end the bar with a blank line, before the command's own output.
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from dpsense.release._progress import Progress as ProgressCallback
 DELAY = 1.0
 
 
+def _ignore(stage: str, done: int, total: int) -> None:
+    """The callback when stderr is not a terminal: nothing is drawn."""
+
+
 @contextmanager
 def progress_bar(console: Console, title: str, *, delay: float = DELAY) -> Iterator[ProgressCallback]:
     """A callback for ``progress=`` that draws ``title: stage [bar] done/total elapsed`` after ``delay`` s."""
+    if not console.is_terminal:
+        yield _ignore
+        return
     bar = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

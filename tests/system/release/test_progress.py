@@ -80,3 +80,19 @@ def test_the_cli_bar_draws_after_its_delay_and_not_before() -> None:
     with progress_bar(console, "releasing", delay=5.0) as progress:
         progress("charging the ledger", 0, 3)
     assert "releasing" not in buffer.getvalue()  # a call under the delay draws nothing
+
+
+def test_the_cli_bar_leaves_nothing_on_a_pipe() -> None:
+    """Off a terminal no bar is drawn, and no blank line is left before the command's own line.
+
+    rich draws no bar on a pipe but ended one with a newline, so a slow refusal's stderr began with a
+    blank line instead of ``error:`` (a CI failure of the CLI's hostile-input corpus, under load).
+    """
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120)
+    assert not console.is_terminal
+    with progress_bar(console, "releasing", delay=0.0) as progress:
+        time.sleep(0.2)
+        progress("charging the ledger", 1, 3)
+    console.print("error: refused", soft_wrap=True)
+    assert buffer.getvalue() == "error: refused\n"
