@@ -9,7 +9,7 @@ target rank is answered at its own value. Several quantiles: ε / k each, basic 
 Output: the chosen cell's midpoint or integer, a function of the candidate alone (no private endpoints:
 Mironov's attack does not apply). Rank accuracy: (2Δu/ε) ln(K/β) beyond the best candidate (DR Thm 3.11).
 Exact sampling: integer exponents on a public grid with an exact acceptance step for long denominators.
-For a numeric column the points of the decimal grids of [L, U] (10^e Z with 100 to 2^16 points each) can
+For a numeric column the points of the decimal grids of [L, U] (10^e Z with 2 to 2^16 points each) can
 join the cells as candidates, so a tie at a recorded value (a whole number, a tenth, a cent stored as a
 float) is released at its value; a column's declared recording step s makes the points k s of [L, U]
 the only candidates. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents), §8.2
@@ -43,11 +43,10 @@ I64 = NDArray[np.int64]
 
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
-#: The mechanism's version: @5 keeps the decimal grids of 100 points or more (@4: of 2 or more); @4 may
-#: add the points of the decimal grids of [L, U] (@3: the integers alone);
+#: The mechanism's version: @4 may add the points of the decimal grids of [L, U] (@3: the integers alone);
 #: @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens the weights under
 #: add/remove; @1 gave every cell the rank of the records strictly below it.
-MECHANISM = "quantile/em-cells-exact@5"
+MECHANISM = "quantile/em-cells-exact@4"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
 #: Largest grid denominator D of the exponents (docs/math/exponential-mechanism.md §8.1, "Exact exponents").
@@ -155,9 +154,6 @@ def _to_integer_cells(values: ArrayLike, first: int, last: int) -> _Cells:
 
 #: Most points of one decimal grid added to the cells of a numeric column (``decimal_grids``).
 MAX_GRID_POINTS = 1 << 16
-#: Fewest points of one decimal grid: a step coarser than 1 % of the domain is not taken for a recording
-#: resolution (docs/math/exponential-mechanism.md §8.3, "Why at least 100 points"); declare it (§8.5) if it is.
-MIN_GRID_POINTS = 100
 #: Base measure of one cell when decimal points join the cells: the cells carry 2^20 K in all, the grids
 #: share as much equally (docs/math/exponential-mechanism.md §8.3); exact integers while K <= 2^32.
 _CELL_MEASURE = 1 << 20
@@ -190,10 +186,10 @@ class DecimalGrid:
 
 @functools.lru_cache(maxsize=256)  # asked per group of a release: the same public bounds each time
 def decimal_grids(bounds: tuple[float, float]) -> tuple[DecimalGrid, ...]:
-    """The decimal grids 10^e Z whose points in [L, U] number 100 to 2^16, finest first (public: the bounds alone).
+    """The decimal grids 10^e Z whose points in [L, U] number 2 to 2^16, finest first (public: the bounds alone).
 
     A real column records its values at some decimal resolution (whole years, tenths of a centimetre,
-    cents, hundreds of grams rounded to 25); each such grid holding 100 to 2^16 points of the domain is a
+    cents, hundreds of grams rounded to 25); each such grid holding 2 to 2^16 points of the domain is a
     candidate set of its own, so a median inside a block of tied recorded values is released at that
     value. Points stay within ±2^53 units of their grid (every k is an exact double).
     """
@@ -202,8 +198,7 @@ def decimal_grids(bounds: tuple[float, float]) -> tuple[DecimalGrid, ...]:
     for e in _DECIMAL_EXPONENTS:
         step = Fraction(10) ** e
         first, last = math.ceil(Fraction(low) / step), math.floor(Fraction(high) / step)
-        exact = first >= -_EXACT_INTEGERS and last <= _EXACT_INTEGERS
-        if MIN_GRID_POINTS <= last - first + 1 <= MAX_GRID_POINTS and exact:
+        if 2 <= last - first + 1 <= MAX_GRID_POINTS and first >= -_EXACT_INTEGERS and last <= _EXACT_INTEGERS:
             grids.append(DecimalGrid(e, first, last))
     return tuple(grids)
 
@@ -854,7 +849,7 @@ def em_quantile(
             sharpens the weights by 1 / max(q, 1 − q) (2x for the median). ``None``: valid under both.
         integers: candidates are the integers in [L, U] (records rounded to the nearest one).
         decimal_points: the cells (half the base measure) and the points of each decimal grid of
-            [L, U] with 100 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
+            [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
             at a recorded value of a numeric column (whole years, tenths, cents) is released at that
             value (docs/math/exponential-mechanism.md §8.3). Cells alone when resolution > 2^32.
         step: a declared recording step s (a decimal such as ``"0.01"`` or ``25``): the candidates are the

@@ -354,7 +354,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
     values = np.array([0.4, 2.0, 2.0, 2.0, 3.3, 5.0, 7.9])
     q, epsilon, resolution, low, high = Fraction(1, 2), Fraction(1), 8, 0.0, 7.0
     grids = quantile.point_grids((low, high), resolution)
-    assert [g.exponent for g in grids] == [-3, -2]  # 7001 and 701 points; 10^-1 and 10^0 hold under 100
+    assert [g.exponent for g in grids] == [-3, -2, -1, 0]  # 7001, 701, 71 and 8 points; 10^1 holds one
     # the cell midpoints (i + 1/2) 7/8 have four decimals: no grid holds them, so every output names its candidate
     points = [
         (j, float(k * Fraction(10) ** g.exponent)) for j, g in enumerate(grids) for k in range(g.first, g.last + 1)
@@ -411,17 +411,17 @@ def test_decimal_points_release_ties_at_their_recorded_value() -> None:
             assert points[0].details["candidates"] == "cells and decimal points"
 
 
-def test_decimal_grids_hold_a_hundred_to_two_to_the_sixteen_points() -> None:
+def test_decimal_grids_hold_two_to_two_to_the_sixteen_points() -> None:
     assert [(g.exponent, g.first, g.last) for g in quantile.decimal_grids((0, 120))] == [
         (-2, 0, 12000),
         (-1, 0, 1200),
-        (0, 0, 120),  # the tens (13 points) and hundreds (2) are coarser than 1 % of the domain
+        (0, 0, 120),
+        (1, 0, 12),
+        (2, 0, 1),
     ]
-    assert [g.exponent for g in quantile.decimal_grids((2000, 7000))] == [-1, 0, 1]  # 50 001 to 501 points
+    assert [g.exponent for g in quantile.decimal_grids((2000, 7000))] == [-1, 0, 1, 2, 3]
     narrow = quantile.decimal_grids((0.21, 0.22))
-    assert [(g.exponent, g.size) for g in narrow] == [(-6, 10001), (-5, 1001), (-4, 101)]
-    assert [g.size for g in quantile.decimal_grids((0, 99))][-1] == 100  # whole numbers: 100 points, kept
-    assert [g.size for g in quantile.decimal_grids((0, 98))][-1] == 981  # 99 whole numbers: dropped
+    assert [(g.exponent, g.size) for g in narrow] == [(-6, 10001), (-5, 1001), (-4, 101), (-3, 11), (-2, 2)]
     assert quantile.decimal_grids((1e300, 1e300)) == ()  # one value: no grid holds two points
     assert quantile.point_grids((0, 120), resolution=2**33) == ()  # past 2^32 cells: cells alone
     result = em_quantile([1.0, 2.0], q=0.5, bounds=(0.5, 0.5), epsilon=1, decimal_points=True)
@@ -433,13 +433,13 @@ def test_decimal_grids_hold_a_hundred_to_two_to_the_sixteen_points() -> None:
 @pytest.mark.parametrize(
     ("bounds", "values", "exponents"),
     [
-        ((-1e-300, 1e-300), [0.0], []),  # no decimal grid of 100 to 2^16 points within |e| <= 22
+        ((-1e-300, 1e-300), [0.0], []),  # no decimal grid of 2 to 2^16 points within |e| <= 22
         ((0, 1e300), [1.0, 2.0], []),
         ((3.7, 3.7), [3.7], []),
-        ((-5, 5), [-1.5, -1.5, 0.3], [-3, -2, -1]),
-        ((1e15, 1e15 + 1000), [1e15 + 5, 1e15 + 5, 1e15 + 7], [0, 1]),
-        ((0, 2.0**54), [5.0], [12, 13, 14]),
-        ((-(2.0**60), -(2.0**59)), [-(2.0**59) - 1024], [13, 14, 15]),
+        ((-5, 5), [-1.5, -1.5, 0.3], [-3, -2, -1, 0]),
+        ((1e15, 1e15 + 1000), [1e15 + 5, 1e15 + 5, 1e15 + 7], [0, 1, 2, 3]),
+        ((0, 2.0**54), [5.0], [12, 13, 14, 15, 16]),
+        ((-(2.0**60), -(2.0**59)), [-(2.0**59) - 1024], [13, 14, 15, 16, 17]),
     ],
 )
 def test_decimal_points_on_extreme_bounds_release_inside_them(
