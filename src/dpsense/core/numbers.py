@@ -132,7 +132,7 @@ def inward_interval(low: Fraction, high: Fraction) -> tuple[float, float]:
     """
     if low > high:
         raise InvalidBounds("clipping bounds must satisfy low <= high", (low, high), "swap the bounds")
-    lo, hi = _double_at_or_above(low), -_double_at_or_above(-high)
+    lo, hi = double_at_or_above(low), -double_at_or_above(-high)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
         raise InvalidBounds(
             "no finite double lies inside the bounds",
@@ -143,12 +143,10 @@ def inward_interval(low: Fraction, high: Fraction) -> tuple[float, float]:
 
 
 def double_at_or_above(value: Fraction) -> float:
-    """The smallest double >= ``value``: a bound stated as a float is never rounded down."""
-    return _double_at_or_above(value)
+    """The smallest double >= ``value`` (-max for a value below the double range, inf above it).
 
-
-def _double_at_or_above(value: Fraction) -> float:
-    """The smallest double >= ``value`` (-max for a value below the double range, inf above it)."""
+    A bound stated as a float is never rounded down.
+    """
     try:
         nearest = float(value)
     except OverflowError:

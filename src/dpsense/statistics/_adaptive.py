@@ -168,7 +168,7 @@ class AdaptiveClip:
 
     def sum_bias(self) -> float:
         """|clipped sum - sum on [L, U]| <= max(B_up, B_low), for every group (rounded up to a double)."""
-        return up(max(self.above, self.below))
+        return double_at_or_above(max(self.above, self.below))
 
     def mean_bias(self, noisy_count: float, count_bound: float | None) -> float:
         """The mean's bias bound for a group of released noisy count n^, on the count's event |n^ - n| <= b_n.
@@ -185,15 +185,11 @@ class AdaptiveClip:
         if count_bound is not None and math.isfinite(noisy_count) and math.isfinite(count_bound):
             floor = noisy_count - count_bound
             n_low = max(1, math.ceil(floor - abs(floor) * 1e-12)) if floor > 1 else 1  # rounding: never above n
-        return up(max(min(self.above / n_low, U - b), min(self.below / n_low, a - L)))
+        return double_at_or_above(max(min(self.above / n_low, U - b), min(self.below / n_low, a - L)))
 
     def widest_mean_error(self) -> float:
         """The most a mean clamped to [a, b] can differ from one in [L, U]: max(U - a, b - L)."""
-        return up(max(self.declared.upper - self.bounds.lower, self.bounds.upper - self.declared.lower))
-
-
-#: The smallest double >= a bound (a bound is never rounded down).
-up = double_at_or_above
+        return double_at_or_above(max(self.declared.upper - self.bounds.lower, self.bounds.upper - self.declared.lower))
 
 
 def clip_of(found: mech.ApproxBounds, declared: Bounds) -> Bounds:
@@ -337,8 +333,9 @@ def bias_text(clip: AdaptiveClip) -> str:
     m = clip.rows_per_bin if clip.rows_per_bin is not None else 0
     return (
         f"every log2 bin outside the clip had a noisy count below the threshold, "
-        f"{_rows_text(clip.found.threshold, m, clip.bins)}: B_up = {g_up(up(clip.above))} above the clip, "
-        f"B_low = {g_up(up(clip.below))} below it"
+        f"{_rows_text(clip.found.threshold, m, clip.bins)}: "
+        f"B_up = {g_up(double_at_or_above(clip.above))} above the clip, "
+        f"B_low = {g_up(double_at_or_above(clip.below))} below it"
     )
 
 
