@@ -693,8 +693,12 @@ def em_law(
     [L, U]; or the integers of [L, U]; or the cells and the points of the decimal grids of [L, U], the
     cells with half the mass and each grid an equal share of the other half; or the multiples k s of a
     declared step in [L, U], each record at its nearest, as cells 0..K-1 of the indices);
-    Δu = max(q, 1 - q) under add/remove, else 1.
+    Δu = max(q, 1 - q) under add/remove, else 1. With decimal points a point of G_e also pays 1/16 rank
+    for each clipped record that is not the double of a point of G_e (the fit, math §8.6), and Δu grows
+    by 1/32 under add/remove, 1/16 otherwise (half the width the fit adds to the score's changes).
     """
+    grids = () if integers or step is not None or not decimal_points else mech.quantile.point_grids((low, high))
+    fit = Fraction(1, 16)
     if step is not None:
         first, last = math.ceil(Fraction(low) / step), math.floor(Fraction(high) / step)
         cells = sorted(min(max(round(Fraction(float(v)) / step), first), last) - first for v in values)
@@ -708,6 +712,8 @@ def em_law(
     n = len(cells)
     eps = Fraction(epsilon)
     sens = max(q, 1 - q) if add_remove else Fraction(1)
+    if grids:
+        sens += fit / 2 if add_remove else fit
 
     def log_weight(c: int) -> float:
         below = sum(1 for x in cells if x < c)
@@ -715,7 +721,6 @@ def em_law(
         dist = max(below - q * n, q * n - at_most, Fraction(0))
         return -float(eps * dist / (2 * sens))
 
-    grids = () if integers or step is not None or not decimal_points else mech.quantile.point_grids((low, high))
     if not grids:
         return _law(cells, resolution, log_weight)
     # base measure: 2^20 per cell; each of the J decimal grids 2^20 K / J in all, rounded down per point
@@ -729,8 +734,9 @@ def em_law(
         below = np.searchsorted(clipped, points, side="left").astype(np.float64)
         at_most = np.searchsorted(clipped, points, side="right").astype(np.float64)
         dist = np.maximum(np.maximum(below - qn, qn - at_most), 0.0)
+        off = int(np.sum(~np.isin(clipped, points)))  # records that are no point of this grid
         measure = (2**20 * resolution) // (len(grids) * (grid.last - grid.first + 1))
-        atoms.append(math.log(measure) - float(eps / (2 * sens)) * dist)
+        atoms.append(math.log(measure) - float(eps / (2 * sens)) * (dist + float(fit * off)))
     atom = np.concatenate(atoms)
     top = max(cell_law.log_z, float(atom.max()))
     log_z = top + math.log(math.exp(cell_law.log_z - top) + float(np.exp(atom - top).sum()))

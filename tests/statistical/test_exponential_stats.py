@@ -163,7 +163,11 @@ def privacy_loss_bounds(
         cells = quantile._to_cells(data, 0.0, float(resolution), resolution)
         draws = quantile._draw_cells(cells, q, epsilon, N_PRIVACY)
         counts.append(np.bincount(draws, minlength=resolution))
-    a, b = counts
+    return loss_bounds(*counts)
+
+
+def loss_bounds(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(lower confidence bound, point estimate) of max over events and directions of |log p_a / p_b|."""
     lower_ab, _ = log_ratio_bounds(a, b, N_PRIVACY)
     lower_ba, _ = log_ratio_bounds(b, a, N_PRIVACY)
     with np.errstate(divide="ignore"):
@@ -200,4 +204,38 @@ def test_empirical_privacy_test_catches_a_doubled_epsilon(
     # flagged against epsilon = 1.
     x, x_prime, q, _ = pair
     lower, _ = privacy_loss_bounds(x, x_prime, q, Fraction(2) / SENSITIVITY[adjacency], 8)
+    assert lower > 1.0
+
+
+# The fit of the decimal grids (math §8.6): cells of [0, 8] (K = 8) and the points of G_-3 .. G_0, median
+# under add/remove at Δ = 1/2 + 1/32. Events: each cell, and each grid's points together (a grid's fit moves
+# all its points alike). Worst pair by exhaustive search over up to three values from {0.5, 1, 2, 2.5,
+# 3.25, 4, 5.5, 6.75, 7.5} and one added value, among events of probability >= 0.03 on both sides:
+# (1, 5.5) vs (1, 5.5, 0.5), true loss 0.823 ε; the control runs at twice the rate.
+FIT_PAIR = ([1.0, 5.5], [1.0, 5.5, 0.5])
+FIT_LOSS = 0.823
+
+
+def fit_privacy_loss_bounds(rate_factor: int) -> tuple[float, float]:
+    """(lower confidence bound, point estimate) of the largest |log-ratio| over the events, both directions."""
+    q = Fraction(1, 2)
+    rate = rate_factor / quantile.utility_sensitivity(q, Adjacency.ADD_REMOVE, fitted=True)
+    counts = []
+    for data in FIT_PAIR:
+        candidates, _ = quantile._prepared(np.array(data), (0.0, 8.0), 8, False, True)
+        assert len(candidates.lattices) == 5
+        part, position = quantile._draw(candidates, q, rate, N_PRIVACY)
+        event = np.where(part == 0, position, 7 + part)  # cells 0..7, then G_-3 .. G_0 as 8..11
+        counts.append(np.bincount(event, minlength=12))
+    return loss_bounds(*counts)
+
+
+def test_the_decimal_fit_empirical_privacy_loss_stays_below_epsilon() -> None:
+    lower, point = fit_privacy_loss_bounds(1)
+    assert lower <= 1.0
+    assert point > FIT_LOSS - 0.1  # the pair is adversarial
+
+
+def test_the_decimal_fit_audit_catches_a_doubled_rate() -> None:
+    lower, _ = fit_privacy_loss_bounds(2)
     assert lower > 1.0

@@ -11,9 +11,11 @@ Mironov's attack does not apply). Rank accuracy: (2Δu/ε) ln(K/β) beyond the b
 Exact sampling: integer exponents on a public grid with an exact acceptance step for long denominators.
 For a numeric column the points of the decimal grids of [L, U] (10^e Z with 2 to 2^16 points each) can
 join the cells as candidates, so a tie at a recorded value (a whole number, a tenth, a cent stored as a
-float) is released at its value; a column's declared recording step s makes the points k s of [L, U]
-the only candidates. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents), §8.2
-(ties, add/remove Δu, integer candidates), §8.3 (decimal points), §8.5 (a declared step).
+float) is released at its value; each such point pays 1/16 rank per record off its grid (the fit: the
+grids the data are not recorded on lose their pull), which widens Δu by 1/32 under add/remove and 1/16
+under replace. A column's declared recording step s makes the points k s of [L, U] the only
+candidates. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents), §8.2 (ties,
+add/remove Δu, integer candidates), §8.3 (decimal points), §8.5 (a declared step), §8.6 (the fit).
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ I64 = NDArray[np.int64]
 
 #: Default number of public output cells in [L, U].
 DEFAULT_RESOLUTION = 1 << 32
-#: The mechanism's version: @4 may add the points of the decimal grids of [L, U] (@3: the integers alone);
-#: @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens the weights under
-#: add/remove; @1 gave every cell the rank of the records strictly below it.
-MECHANISM = "quantile/em-cells-exact@4"
+#: The mechanism's version: @6 charges each decimal grid's point for the records off its grid (the fit,
+#: §8.6; @5 was a rule of grids of >= 100 points, reverted before it landed); @4 may add the points of
+#: the decimal grids of [L, U] (@3: the integers alone); @2 ranks ties (an occupied cell holds the ranks
+#: of its records) and sharpens the weights under add/remove; @1 gave every cell the rank of the records
+#: strictly below it.
+MECHANISM = "quantile/em-cells-exact@6"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
 #: Largest grid denominator D of the exponents (docs/math/exponential-mechanism.md §8.1, "Exact exponents").
@@ -74,16 +78,25 @@ def _check_q(q: NumberLike) -> Fraction:
     return value
 
 
-def utility_sensitivity(q: Fraction, adjacency: Adjacency | None) -> Fraction:
-    """Δu of the rank utility for one record: max(q, 1 − q) under add/remove, 1 otherwise.
+#: The fit's price per record off a decimal grid, in ranks: a point of G_e scores -(dist + FIT_WEIGHT d_e)
+#: (docs/math/exponential-mechanism.md §8.6); it takes at most 1/17 of the width of the score's changes.
+FIT_WEIGHT = Fraction(1, 16)
 
-    Adding or removing a record moves every rank count by 0 or 1 and q n by q, so the utility moves by
-    at most max(q, 1 − q); replacing one (n fixed) moves the counts by at most 1
-    (docs/math/exponential-mechanism.md §8.2). ``None`` (adjacency not stated) takes 1, valid under both.
+
+def utility_sensitivity(q: Fraction, adjacency: Adjacency | None, *, fitted: bool = False) -> Fraction:
+    """Δu of the score for one record: half the width of the range its change can take on a neighbour.
+
+    Rank utility alone: max(q, 1 − q) under add/remove, 1 otherwise. Adding or removing a record moves
+    every rank count by 0 or 1 and q n by q, so the utility moves by at most max(q, 1 − q); replacing one
+    (n fixed) moves the counts by at most 1 (docs/math/exponential-mechanism.md §8.2). ``None``
+    (adjacency not stated) takes 1, valid under both. ``fitted`` (decimal points beside the cells): a
+    point of G_e also pays FIT_WEIGHT per record off G_e, a count that moves by 0 or +1 when a record
+    is added (0 or -1 removed) and by -1..1 when one is replaced, so the width grows by FIT_WEIGHT under
+    add/remove and 2 FIT_WEIGHT otherwise: Δu + FIT_WEIGHT / 2, or 1 + FIT_WEIGHT (§8.6).
     """
     if adjacency is Adjacency.ADD_REMOVE:
-        return max(q, 1 - q)
-    return Fraction(1)
+        return max(q, 1 - q) + (FIT_WEIGHT / 2 if fitted else 0)
+    return Fraction(1) + (FIT_WEIGHT if fitted else 0)
 
 
 def record_values(values: ArrayLike) -> NDArray[np.float64]:
@@ -267,11 +280,13 @@ class _Candidates:
     """Public candidate sets with their base measure per candidate (equal total mass per set), and the records.
 
     ``records`` are sorted (float records, or the cells of ``of``); each set's positions are its map of them.
+    ``misfits`` (decimal points beside the cells): a point of set j pays FIT_WEIGHT misfits[j] in ranks.
     """
 
     records: NDArray[Any]
     lattices: tuple[_Lattice, ...]
     weights: tuple[int, ...]
+    misfits: tuple[int, ...] | None = None  # per set, the records off it (0 for the cells): the fit (§8.6)
 
     @functools.cached_property
     def parts(self) -> tuple[_Cells, ...]:
@@ -307,10 +322,16 @@ class _RankTable:
 _BELOW, _ABOVE, _EXACT = 0, 1, 2
 
 
-def _grid(n: int, den: int) -> int:
-    """The exponent grid D: den up to 2^20, else 2^20; halved while (n + 1) D > 2^61 (n >= 2^41 only)."""
-    grid = den if den <= _GRID else _GRID
-    while grid > 1 and (n + 1) * grid > _EXPONENT_LIMIT:
+def _grid(n: int, den: int, *, fitted: bool = False) -> int:
+    """The exponent grid D: den up to 2^20, else 2^20; halved while (n + 1) D > 2^61 (n >= 2^41 only).
+
+    ``fitted``: 16 den (so FIT_WEIGHT D is a whole exponent) and (n + 1) D <= 2^60, leaving room for the
+    fit's exponents (at most n D / 16 beside the rank's (n + 1) D).
+    """
+    wanted = den * FIT_WEIGHT.denominator if fitted else den
+    limit = _EXPONENT_LIMIT // 2 if fitted else _EXPONENT_LIMIT
+    grid = wanted if wanted <= _GRID else _GRID
+    while grid > 1 and (n + 1) * grid > limit:
         grid = max(1, grid // 2)
     return grid
 
@@ -386,11 +407,12 @@ class _Target:
     rate: Fraction
     accept_below: Fraction
     accept_above: Fraction
+    misfit: int = 0  # the exponent of one record off a decimal grid: floor(FIT_WEIGHT D) (§8.6)
 
     @classmethod
-    def of(cls, n: int, q: Fraction, epsilon: Fraction) -> _Target:
+    def of(cls, n: int, q: Fraction, epsilon: Fraction, *, fitted: bool = False) -> _Target:
         num, den = q.numerator, q.denominator
-        grid = _grid(n, den)
+        grid = _grid(n, den, fitted=fitted)
         target = num * n
         low, high = (target * grid) // den, -((-target * grid) // den)
         scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
@@ -404,6 +426,7 @@ class _Target:
             rate=epsilon / (2 * grid),
             accept_below=scale * (target * grid - low * den),
             accept_above=scale * (high * den - target * grid),
+            misfit=math.floor(FIT_WEIGHT * grid) if fitted else 0,
         )
 
 
@@ -415,7 +438,7 @@ def _rank_weights(candidates: _Candidates | _Cells, q: Fraction, epsilon: Fracti
     """
     if isinstance(candidates, _Cells):
         candidates = _Candidates.of(candidates)
-    target = _Target.of(candidates.records.size, q, epsilon)
+    target = _Target.of(candidates.records.size, q, epsilon, fitted=candidates.misfits is not None)
     return _segment_table(candidates, target, [_Piece.whole(part) for part in candidates.parts])
 
 
@@ -423,7 +446,8 @@ def _segment_table(candidates: _Candidates, target: _Target, pieces: list[_Piece
     """The rank table of the runs ``pieces`` (one per candidate set) and the gaps around them.
 
     The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0): the first term is >= 0 exactly when the
-    segment lies below q n, the second exactly when above, and both are <= 0 when its ranks hold q n.
+    segment lies below q n, the second exactly when above, and both are <= 0 when its ranks hold q n;
+    plus, with decimal points, floor(FIT_WEIGHT D) per record off the segment's set (§8.6).
     """
     sizes = [2 * piece.below.size + 1 for piece in pieces]
     total = sum(sizes)
@@ -438,6 +462,8 @@ def _segment_table(candidates: _Candidates, target: _Target, pieces: list[_Piece
     above_target = a > target.floor
     exponents = np.maximum(target.low - b * target.grid, a * target.grid - target.high)
     np.maximum(exponents, 0, out=exponents)
+    if candidates.misfits is not None and target.misfit:
+        exponents += np.repeat(np.asarray(candidates.misfits, dtype=np.int64) * target.misfit, sizes)
     return _RankTable(
         lengths=mass.astype(np.float64),
         starts=starts,
@@ -551,7 +577,7 @@ def _windowed(candidates: _Candidates, q: Fraction, epsilon: Fraction) -> _Windo
     only records near those are mapped to each candidate set.
     """
     n = candidates.records.size
-    target = _Target.of(n, q, epsilon)
+    target = _Target.of(n, q, epsilon, fitted=candidates.misfits is not None)
     rate = float(target.rate) if target.rate < 2**1000 else math.inf
     if not 0.0 < rate < math.inf:
         return None
@@ -732,7 +758,23 @@ def _prepared(
             out[chosen] = grid.values((grid.first + (position[chosen] - 1) // 2).astype(np.float64))
         return out
 
-    return _Candidates(clipped, lattices, weights), release
+    return _Candidates(clipped, lattices, weights, (0, *_misfits(clipped, grids))), release
+
+
+def _misfits(clipped: F64, grids: tuple[DecimalGrid, ...]) -> tuple[int, ...]:
+    """Per grid (finest first) the records off it: d_e = #{x : x is not a point of G_e and of every finer grid}.
+
+    A per-record predicate, so d_e moves by at most 1 when a record is added, removed or replaced (§8.6).
+    A point of G_e is a point of every finer grid (k 10^e = 10k 10^(e-1), one decimal, one double), so d_e is
+    the count of records off G_e itself; testing each grid on the records left on the finer ones keeps the
+    work to one pass over the records on continuous data.
+    """
+    on = clipped
+    counts = []
+    for grid in grids:
+        on = on[grid.step.holds(on, grid.first, grid.last)]  # the record is the double of a point
+        counts.append(clipped.size - on.size)
+    return tuple(counts)
 
 
 def _grid_measures(grids: tuple[DecimalGrid, ...], resolution: int) -> tuple[int, ...]:
@@ -851,7 +893,9 @@ def em_quantile(
         decimal_points: the cells (half the base measure) and the points of each decimal grid of
             [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
             at a recorded value of a numeric column (whole years, tenths, cents) is released at that
-            value (docs/math/exponential-mechanism.md §8.3). Cells alone when resolution > 2^32.
+            value (docs/math/exponential-mechanism.md §8.3); a point of a grid pays FIT_WEIGHT per
+            record off that grid and Δu grows by FIT_WEIGHT / 2 (add/remove) or FIT_WEIGHT (§8.6).
+            Cells alone when resolution > 2^32.
         step: a declared recording step s (a decimal such as ``"0.01"`` or ``25``): the candidates are the
             points k s in [L, U] alone, each record rounded to the nearest (§8.5); overrides ``integers``
             and ``decimal_points``.
@@ -869,7 +913,7 @@ def em_quantile(
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
     candidates, release = _prepared(values, bounds, resolution, integers, decimal_points, step)
-    sensitivity = utility_sensitivity(quantile, adjacency)
+    sensitivity = utility_sensitivity(quantile, adjacency, fitted=candidates.misfits is not None)
     part, chosen = _draw(candidates, quantile, eps / sensitivity, 1)
     return MechanismResult(
         value=float(release(part, chosen)[0]),
@@ -910,7 +954,9 @@ def em_quantiles(
     quantiles = [_check_q(q) for q in qs]
     candidates, release = _prepared(values, bounds, resolution, integers, decimal_points, step)
     share = eps / len(quantiles)
-    sensitivities = [utility_sensitivity(quantile, adjacency) for quantile in quantiles]
+    sensitivities = [
+        utility_sensitivity(quantile, adjacency, fitted=candidates.misfits is not None) for quantile in quantiles
+    ]
     draws = [
         _draw(candidates, quantile, share / sens, 1) for quantile, sens in zip(quantiles, sensitivities, strict=True)
     ]

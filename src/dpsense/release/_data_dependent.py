@@ -450,7 +450,10 @@ def _rank_note(
 ) -> str:
     """The public rank accuracy of an EM or inverse-sensitivity order statistic (Dwork-Roth Thm 3.11)."""
     em = step.mechanism is Mechanism.EM_QUANTILE
-    sens = utility_sensitivity(q, adjacency if em and adjacency is Adjacency.ADD_REMOVE else None) if em else 1
+    em_adjacency = adjacency if em and adjacency is Adjacency.ADD_REMOVE else None
+    sens = (
+        utility_sensitivity(q, em_adjacency, fitted=points and recorded is None and integer_bounds is None) if em else 1
+    )
     count: float
     if recorded is not None:
         grid, first, last = step_candidates(recorded[1], recorded[0])

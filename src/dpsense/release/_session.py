@@ -79,7 +79,7 @@ if TYPE_CHECKING:
 from dpsense.statistics._steps import loss_pair
 
 #: Bumped when any mechanism's output distribution changes, so stored releases are never reused wrongly.
-MECHANISM_VERSION = "dpsense-release/5"
+MECHANISM_VERSION = "dpsense-release/7"
 _SALT_BYTES = 32
 _ROLES = ("analyst", "steward")
 

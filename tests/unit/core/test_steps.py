@@ -65,3 +65,21 @@ def test_nearest_is_each_points_own_index_and_non_decreasing() -> None:
         noisy = np.sort(rng.uniform(-1e6, 1e6, 5000))
         mapped = step.nearest(noisy, -limit, limit)
         assert np.all(np.diff(mapped) >= 0)
+
+
+@pytest.mark.parametrize("step", [DecimalStep(1, -2), DecimalStep(25, -2), DecimalStep(1, 3), DecimalStep(5, 0)])
+def test_holds_is_the_nearest_points_double_equal_to_the_value(step: DecimalStep) -> None:
+    """``holds`` = (values(nearest(x)) == x): points, values between them, values past the ends."""
+    rng = np.random.default_rng(7)
+    first, last = -40, 4000
+    k = rng.integers(first - 5, last + 5, 20_000).astype(np.float64)
+    on = step.values(k)
+    off = on + float(step.value) * rng.uniform(-0.6, 0.6, k.size)
+    near = np.nextafter(on, np.inf)  # one ulp away from a point: not a point
+    for x in (on, off, near, np.array([], dtype=np.float64)):
+        expected = step.values(step.nearest(x, first, last).astype(np.float64)) == x
+        np.testing.assert_array_equal(step.holds(x, first, last), expected)
+    inside = (k >= first) & (k <= last)
+    assert step.holds(on, first, last)[inside].all()
+    assert not step.holds(on, first, last)[~inside].any()  # a point past the ends is no point of the span
+    assert not step.holds(near, first, last).any()

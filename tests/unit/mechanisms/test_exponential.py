@@ -350,11 +350,26 @@ def test_integer_candidates_refuse_bounds_without_an_integer_and_a_resolution() 
 
 @pytest.mark.statistical
 def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
-    """K cells (2^20 each) and the points of each decimal grid (2^20 K / J per grid), ranks from the definition."""
-    values = np.array([0.4, 2.0, 2.0, 2.0, 3.3, 5.0, 7.9])
+    """K cells (2^20 each) and the points of each decimal grid (2^20 K / J per grid), ranks from the definition.
+
+    A point of G_e also pays FIT_WEIGHT for each record off G_e (§8.6), and the rate is ε / (2 Δ) with
+    Δ = 1 + FIT_WEIGHT (no adjacency stated). Hundredths around a tie at 2: the tenths' and whole numbers'
+    points pay for 20 and 22 records off them, so a law without the fit, or with twice it, is rejected.
+    """
+    values = np.array(
+        [2.0] * 4
+        + [0.37, 0.81, 1.13, 1.29, 1.42, 1.66, 1.78, 1.97, 2.14, 2.36, 2.51]
+        + [2.73, 3.08, 3.45, 3.5, 3.92, 4.2, 4.61, 5.04, 5.55, 6.12, 6.87]
+    )
     q, epsilon, resolution, low, high = Fraction(1, 2), Fraction(1), 8, 0.0, 7.0
     grids = quantile.point_grids((low, high), resolution)
     assert [g.exponent for g in grids] == [-3, -2, -1, 0]  # 7001, 701, 71 and 8 points; 10^1 holds one
+    misfits = [
+        sum(1 for v in values if float(round(Fraction(v) / 10**g.exponent) * Fraction(10) ** g.exponent) != v)
+        for g in grids
+    ]
+    assert misfits == [0, 0, 20, 22]
+    sens = 1 + quantile.FIT_WEIGHT
     # the cell midpoints (i + 1/2) 7/8 have four decimals: no grid holds them, so every output names its candidate
     points = [
         (j, float(k * Fraction(10) ** g.exponent)) for j, g in enumerate(grids) for k in range(g.first, g.last + 1)
@@ -366,6 +381,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         ],
         dtype=object,
     )
+    assert released[0].details["utility_sensitivity"] == str(sens)
     outputs = np.array([r.value for r in released])
     # outcome index: a cell midpoint (x.5 on this grid) -> its cell; a decimal point -> the first grid holding it
     # (points of several grids with one value are merged into one outcome)
@@ -374,24 +390,71 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         values_of.setdefault(p, len(values_of))
     index = np.array([resolution + values_of[o] if o in values_of else int(o * resolution / high) for o in outputs])
 
-    def pmf(f: float) -> np.ndarray:
-        rate = epsilon * Fraction(str(f))
+    def pmf(f: float, fit: float = 1.0) -> np.ndarray:
+        rate = epsilon * Fraction(str(f)) / sens
         cells = np.minimum(np.floor(values * resolution / high), resolution - 1)
         qn = q * len(values)
 
-        def weight(a: int, b: int, measure: int) -> float:
-            return measure * math.exp(-float(rate * max(a - qn, qn - b, Fraction(0)) / 2))
+        def weight(a: int, b: int, measure: int, off: int) -> float:
+            price = Fraction(str(fit)) * quantile.FIT_WEIGHT * off
+            return measure * math.exp(-float(rate * (max(a - qn, qn - b, Fraction(0)) + price) / 2))
 
-        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20) for c in range(resolution)]
+        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20, 0) for c in range(resolution)]
         merged = np.zeros(len(values_of))
         for j, p in points:
             measure = 2**20 * resolution // (len(grids) * grids[j].size)
-            merged[values_of[p]] += weight(int(np.sum(values < p)), int(np.sum(values <= p)), measure)
+            merged[values_of[p]] += weight(int(np.sum(values < p)), int(np.sum(values <= p)), measure, misfits[j])
         arr = np.concatenate([np.array(w), merged])
         return arr / arr.sum()
 
     last = resolution + len(values_of) - 1
     assert_calibrated(lambda f: chi_square_pvalue(index, lambda s: pmf(f)[s], 0, last), what="ε")
+    assert_calibrated(
+        lambda f: chi_square_pvalue(index, lambda s: pmf(1.0, f)[s], 0, last), wrong=(0.0, 2.0), what="fit weight"
+    )
+
+
+def test_the_fit_counts_records_off_each_grid_after_clipping() -> None:
+    """d_e = records that are no point of G_e (§8.6): whole numbers are on every grid, hundredths on G_-2 only."""
+    grids = quantile.point_grids((0.0, 120.0))
+    assert [g.exponent for g in grids] == [-2, -1, 0, 1, 2]
+    data = np.sort(np.array([42.0, 42.0, 3.5, 0.07, 130.0, -5.0, 1e-9, 57.13, 100.0]))
+    clipped = np.clip(data, 0.0, 120.0)  # 130 -> 120 and -5 -> 0: points of G_0 and G_1 (0 of G_2 too)
+    # off G_-2: 1e-9; off G_-1: and 0.07, 57.13; off G_0: and 3.5; off G_1: and 42 x 2; off G_2: and 120
+    assert quantile._misfits(clipped, grids) == (1, 3, 4, 6, 7)
+    assert quantile._misfits(np.zeros(0), grids) == (0, 0, 0, 0, 0)
+    candidates, _ = quantile._prepared(data, (0.0, 120.0), None, False, True)
+    assert candidates.misfits == (0, 1, 3, 4, 6, 7)  # the cells hold every record: no fit to pay
+    assert quantile._prepared(data, (0.0, 120.0), None, False, False)[0].misfits is None
+
+
+def test_the_fit_widens_the_sensitivity_by_its_own_range() -> None:
+    half, q = Fraction(1, 2), Fraction(9, 10)
+    assert Fraction(1, 16) == quantile.FIT_WEIGHT
+    assert quantile.utility_sensitivity(half, Adjacency.ADD_REMOVE, fitted=True) == half + Fraction(1, 32)
+    assert quantile.utility_sensitivity(q, Adjacency.ADD_REMOVE, fitted=True) == q + Fraction(1, 32)
+    assert quantile.utility_sensitivity(half, Adjacency.REPLACE, fitted=True) == 1 + Fraction(1, 16)
+    assert quantile.utility_sensitivity(half, None, fitted=True) == 1 + Fraction(1, 16)
+    result = em_quantile([1.0], q=0.5, bounds=(0, 8), epsilon=1, adjacency=Adjacency.ADD_REMOVE, decimal_points=True)
+    assert result.details["utility_sensitivity"] == "17/32"
+    assert em_quantile([1.0], q=0.5, bounds=(0, 8), epsilon=1).details["utility_sensitivity"] == "1"
+
+
+def test_the_fit_adds_its_price_to_every_segment_of_a_grid() -> None:
+    """Exponent of a point of G_e = the rank exponent + floor(D / 16) d_e; the cells pay nothing."""
+    data = np.array([0.37, 1.5, 2.0, 2.0, 6.25])
+    fitted, _ = quantile._prepared(data, (0.0, 8.0), 8, False, True)
+    plain = quantile._Candidates(fitted.records, fitted.lattices, fitted.weights)
+    q, rate = Fraction(1, 2), Fraction(1)
+    with_fit, without = quantile._rank_weights(fitted, q, rate), quantile._rank_weights(plain, q, rate)
+    target = quantile._Target.of(data.size, q, rate, fitted=True)
+    assert target.grid == 32 and target.misfit == 2  # 16 den: FIT_WEIGHT D = 2 exponent units per record
+    assert quantile._Target.of(data.size, q, rate).grid == 2
+    # the plain table runs on D = 2: its exponents scale by 16 to D = 32
+    price = np.asarray(fitted.misfits)[with_fit.parts] * target.misfit
+    np.testing.assert_array_equal(with_fit.exponents, without.exponents * 16 + price)
+    assert fitted.misfits == (0, 0, 0, 2, 3)  # G_-3, G_-2 hold all; G_-1 misses 0.37 and 6.25, G_0 also 1.5
+    assert float(with_fit.rate) == float(rate) / 64
 
 
 def test_decimal_points_release_ties_at_their_recorded_value() -> None:
