@@ -17,6 +17,8 @@ import pytest
 from scipy import stats
 
 from dpsense.core.adjacency import Adjacency
+from dpsense.mechanisms import _quantile_candidates as quantile_candidates
+from dpsense.mechanisms import _rank_sampler as rank_sampler
 from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import exponential_mechanism, report_noisy_max
 from dpsense.noise import categorical
@@ -120,8 +122,8 @@ QUANTILE_DATA = [0.05, 0.31, 0.33, 0.33, 0.6, 0.62, 0.9]
 
 def test_em_quantile_cells_match_the_exponential_mechanism() -> None:
     q, epsilon, resolution = Fraction(2, 5), Fraction(3, 2), 32
-    cells = quantile._to_cells(QUANTILE_DATA, 0.0, 1.0, resolution)
-    samples = quantile._draw_cells(cells, q, epsilon, 200_000)
+    cells = quantile_candidates.to_cells(QUANTILE_DATA, 0.0, 1.0, resolution)
+    samples = rank_sampler.draw_cells(cells, q, epsilon, 200_000)
     assert_fits_only_the_true_epsilon(samples, lambda f: quantile_cell_pmf(QUANTILE_DATA, q, epsilon * f, resolution))
 
 
@@ -160,8 +162,8 @@ def privacy_loss_bounds(
     """(lower confidence bound, point estimate) of max over cells and directions of |log P[c|x] / P[c|x']|."""
     counts = []
     for data in (x, x_prime):
-        cells = quantile._to_cells(data, 0.0, float(resolution), resolution)
-        draws = quantile._draw_cells(cells, q, epsilon, N_PRIVACY)
+        cells = quantile_candidates.to_cells(data, 0.0, float(resolution), resolution)
+        draws = rank_sampler.draw_cells(cells, q, epsilon, N_PRIVACY)
         counts.append(np.bincount(draws, minlength=resolution))
     return loss_bounds(*counts)
 
@@ -222,9 +224,9 @@ def fit_privacy_loss_bounds(rate_factor: int) -> tuple[float, float]:
     rate = rate_factor / quantile.utility_sensitivity(q, Adjacency.ADD_REMOVE, fitted=True)
     counts = []
     for data in FIT_PAIR:
-        candidates, _ = quantile._prepared(np.array(data), (0.0, 8.0), 8, False, True)
+        candidates, _ = quantile_candidates.prepared(np.array(data), (0.0, 8.0), 8, False, True)
         assert len(candidates.lattices) == 5
-        part, position = quantile._draw(candidates, q, rate, N_PRIVACY)
+        part, position = rank_sampler.draw(candidates, q, rate, N_PRIVACY)
         event = np.where(part == 0, position, 7 + part)  # cells 0..7, then G_-3 .. G_0 as 8..11
         counts.append(np.bincount(event, minlength=12))
     return loss_bounds(*counts)

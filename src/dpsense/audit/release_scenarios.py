@@ -32,7 +32,8 @@ from numpy.typing import NDArray
 
 from dpsense.audit._types import Sampler, Scenario
 from dpsense.mechanisms import inverse_sensitivity as inverse
-from dpsense.mechanisms import quantile as em
+from dpsense.mechanisms._quantile_candidates import to_cells
+from dpsense.mechanisms._rank_sampler import draw_cells
 
 F64 = NDArray[np.float64]
 
@@ -94,8 +95,8 @@ def _q_threshold(*, old_guard: bool) -> Sampler:
         def draw(values: tuple[float, ...]) -> F64:
             if old_guard and _old_guard_trips(len(values), THRESHOLD_Q):
                 return np.full(n, np.nan)
-            cells = em._to_cells(np.asarray(values, dtype=np.float64), BOUNDS[0], BOUNDS[1], CELLS)
-            return em._draw_cells(cells, THRESHOLD_Q, Fraction(1), n).astype(np.float64)
+            cells = to_cells(np.asarray(values, dtype=np.float64), BOUNDS[0], BOUNDS[1], CELLS)
+            return draw_cells(cells, THRESHOLD_Q, Fraction(1), n).astype(np.float64)
 
         return draw(THRESHOLD_X), draw(THRESHOLD_Y)
 

@@ -9,6 +9,8 @@ import pytest
 from dpsense.core import PureDP
 from dpsense.core.adjacency import Adjacency
 from dpsense.core.errors import InvalidBounds, InvalidData, InvalidPrivacyParameter, InvalidSensitivity, UsageError
+from dpsense.mechanisms import _quantile_candidates as quantile_candidates
+from dpsense.mechanisms import _rank_sampler as rank_sampler
 from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import em_weights, exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
@@ -146,13 +148,13 @@ def test_huge_bounds_do_not_overflow() -> None:
 
 def test_public_function_uses_the_same_randomness_as_the_bulk_sampler() -> None:
     values = np.array([0.3, 0.1, 0.7, 0.7, 0.2])
-    cells = quantile._to_cells(values, 0.0, 1.0, 64)
+    cells = quantile_candidates.to_cells(values, 0.0, 1.0, 64)
     for seed in range(20):
         with deterministic_entropy(seed):
             released = em_quantile(values, q=0.3, bounds=(0, 1), epsilon=2, resolution=64).value
         with deterministic_entropy(seed):
-            cell = quantile._draw_cells(cells, Fraction(3, 10), Fraction(2), 1)
-        assert released == quantile._cell_midpoints(cell, 0.0, 1.0, 64)[0]
+            cell = rank_sampler.draw_cells(cells, Fraction(3, 10), Fraction(2), 1)
+        assert released == quantile_candidates.cell_midpoints(cell, 0.0, 1.0, 64)[0]
 
 
 def test_accurate_on_large_data() -> None:
@@ -180,7 +182,7 @@ def test_quantiles_split_epsilon_and_keep_order() -> None:
 
 def em_cell_pmf(values: np.ndarray, q: Fraction, epsilon: Fraction, resolution: int) -> np.ndarray:
     """The EM quantile's law by its definition: cell c has weight exp(-epsilon dist(q n, [#{< c}, #{<= c}]) / 2)."""
-    cells = quantile._to_cells(values, 0.0, 1.0, resolution).sorted_cells
+    cells = quantile_candidates.to_cells(values, 0.0, 1.0, resolution).sorted_cells
     below = np.searchsorted(cells, np.arange(resolution), side="left")  # records in cells < c
     at_most = np.searchsorted(cells, np.arange(resolution), side="right")  # records in cells <= c
     qn = q * cells.size
@@ -190,8 +192,8 @@ def em_cell_pmf(values: np.ndarray, q: Fraction, epsilon: Fraction, resolution: 
 
 
 def em_law_pvalue(values: np.ndarray, q: Fraction, epsilon: Fraction, resolution: int, draws: int) -> float:
-    cells = quantile._to_cells(values, 0.0, 1.0, resolution)
-    sample = quantile._draw_cells(cells, q, epsilon, draws)
+    cells = quantile_candidates.to_cells(values, 0.0, 1.0, resolution)
+    sample = rank_sampler.draw_cells(cells, q, epsilon, draws)
     pmf = em_cell_pmf(values, q, epsilon, resolution)
     return chi_square_pvalue(sample, lambda s: pmf[s], 0, resolution - 1)
 
@@ -245,9 +247,9 @@ def test_grid_and_direct_exponents_give_the_same_law(monkeypatch: pytest.MonkeyP
     values = np.array([0.05, 0.3, 0.3, 0.55, 0.8])  # q n = 5/3: the fractional part weighs at epsilon = 4
     q, epsilon = Fraction(1, 3), Fraction(4)
     assert em_law_pvalue(values, q, epsilon, 16, 100_000) > P_THRESHOLD
-    monkeypatch.setattr(quantile, "_GRID", 2)
-    cells = quantile._to_cells(values, 0.0, 1.0, 16)
-    table = quantile._rank_weights(cells, q, epsilon)
+    monkeypatch.setattr(rank_sampler, "_GRID", 2)
+    cells = quantile_candidates.to_cells(values, 0.0, 1.0, 16)
+    table = rank_sampler.rank_table(cells, q, epsilon)
     assert table.accept_below > 0 and table.accept_above > 0  # the acceptance step runs on this path
     assert em_law_pvalue(values, q, epsilon, 16, 100_000) > P_THRESHOLD
     # power: the grid exponents alone (no acceptance step) are a different law, and the test sees it
@@ -255,7 +257,7 @@ def test_grid_and_direct_exponents_give_the_same_law(monkeypatch: pytest.MonkeyP
     owner = used[np.searchsorted(table.starts[used], np.arange(16), side="right") - 1]
     grid_only = np.exp(-float(table.rate) * table.exponents[owner].astype(float))
     pmf_wrong = grid_only / grid_only.sum()
-    sample = quantile._draw_cells(cells, q, epsilon, 100_000)
+    sample = rank_sampler.draw_cells(cells, q, epsilon, 100_000)
     assert chi_square_pvalue(sample, lambda s: pmf_wrong[s], 0, 15) < P_THRESHOLD
 
 
@@ -299,10 +301,10 @@ def test_replace_and_unstated_adjacency_keep_sensitivity_one() -> None:
 
 def test_a_tie_holding_the_target_rank_is_a_zero_utility_cell() -> None:
     """The occupied cell of a tie block that holds q n gets exponent 0; the gaps beside it do not."""
-    cells = quantile._to_cells(np.array([0.1, 0.5, 0.5, 0.5, 0.9]), 0.0, 1.0, 10)
-    table = quantile._rank_weights(cells, Fraction(1, 2), Fraction(1))
+    cells = quantile_candidates.to_cells(np.array([0.1, 0.5, 0.5, 0.5, 0.9]), 0.0, 1.0, 10)
+    table = rank_sampler.rank_table(cells, Fraction(1, 2), Fraction(1))
     tie = int(np.flatnonzero((table.starts == 5) & (table.lengths == 1))[0])
-    assert table.exponents[tie] == 0 and table.sides[tie] == quantile._EXACT
+    assert table.exponents[tie] == 0 and table.sides[tie] == rank_sampler.EXACT
     beside = [j for j in range(table.lengths.size) if table.lengths[j] > 0 and j != tie]
     assert all(table.exponents[j] > 0 for j in beside)
 
@@ -421,11 +423,11 @@ def test_the_fit_counts_records_off_each_grid_after_clipping() -> None:
     data = np.sort(np.array([42.0, 42.0, 3.5, 0.07, 130.0, -5.0, 1e-9, 57.13, 100.0]))
     clipped = np.clip(data, 0.0, 120.0)  # 130 -> 120 and -5 -> 0: points of G_0 and G_1 (0 of G_2 too)
     # off G_-2: 1e-9; off G_-1: and 0.07, 57.13; off G_0: and 3.5; off G_1: and 42 x 2; off G_2: and 120
-    assert quantile._misfits(clipped, grids) == (1, 3, 4, 6, 7)
-    assert quantile._misfits(np.zeros(0), grids) == (0, 0, 0, 0, 0)
-    candidates, _ = quantile._prepared(data, (0.0, 120.0), None, False, True)
+    assert quantile_candidates.misfits(clipped, grids) == (1, 3, 4, 6, 7)
+    assert quantile_candidates.misfits(np.zeros(0), grids) == (0, 0, 0, 0, 0)
+    candidates, _ = quantile_candidates.prepared(data, (0.0, 120.0), None, False, True)
     assert candidates.misfits == (0, 1, 3, 4, 6, 7)  # the cells hold every record: no fit to pay
-    assert quantile._prepared(data, (0.0, 120.0), None, False, False)[0].misfits is None
+    assert quantile_candidates.prepared(data, (0.0, 120.0), None, False, False)[0].misfits is None
 
 
 def test_the_fit_widens_the_sensitivity_by_its_own_range() -> None:
@@ -443,13 +445,13 @@ def test_the_fit_widens_the_sensitivity_by_its_own_range() -> None:
 def test_the_fit_adds_its_price_to_every_segment_of_a_grid() -> None:
     """Exponent of a point of G_e = the rank exponent + floor(D / 16) d_e; the cells pay nothing."""
     data = np.array([0.37, 1.5, 2.0, 2.0, 6.25])
-    fitted, _ = quantile._prepared(data, (0.0, 8.0), 8, False, True)
-    plain = quantile._Candidates(fitted.records, fitted.lattices, fitted.weights)
+    fitted, _ = quantile_candidates.prepared(data, (0.0, 8.0), 8, False, True)
+    plain = quantile_candidates.Candidates(fitted.records, fitted.lattices, fitted.weights)
     q, rate = Fraction(1, 2), Fraction(1)
-    with_fit, without = quantile._rank_weights(fitted, q, rate), quantile._rank_weights(plain, q, rate)
-    target = quantile._Target.of(data.size, q, rate, fitted=True)
+    with_fit, without = rank_sampler.rank_table(fitted, q, rate), rank_sampler.rank_table(plain, q, rate)
+    target = rank_sampler.Target.of(data.size, q, rate, fitted=True)
     assert target.grid == 32 and target.misfit == 2  # 16 den: FIT_WEIGHT D = 2 exponent units per record
-    assert quantile._Target.of(data.size, q, rate).grid == 2
+    assert rank_sampler.Target.of(data.size, q, rate).grid == 2
     # the plain table runs on D = 2: its exponents scale by 16 to D = 32
     price = np.asarray(fitted.misfits)[with_fit.parts] * target.misfit
     np.testing.assert_array_equal(with_fit.exponents, without.exponents * 16 + price)
@@ -544,11 +546,11 @@ def _large_inputs() -> list[tuple[np.ndarray, dict[str, object]]]:
 def test_the_window_holds_the_whole_tables_rows_and_leaves_out_only_light_ones(case: int) -> None:
     values, options = _large_inputs()[case]
     q = Fraction(str(options["q"]))
-    candidates, _ = quantile._prepared(
+    candidates, _ = quantile_candidates.prepared(
         values, (0.0, 100.0), None, bool(options.get("integers")), bool(options.get("decimal_points"))
     )
-    window = quantile._windowed(candidates, q, Fraction(1))
-    whole = quantile._rank_weights(candidates, q, Fraction(1))
+    window = rank_sampler.rank_window(candidates, q, Fraction(1))
+    whole = rank_sampler.rank_table(candidates, q, Fraction(1))
     assert window is not None
     assert window.table.lengths.size < whole.lengths.size // 2
     index = window.rows_in_whole(candidates)
@@ -566,7 +568,7 @@ def test_a_windowed_release_equals_the_whole_tables_draw_for_draw(monkeypatch: p
     released = []
     for windowed in (True, False):
         if not windowed:
-            monkeypatch.setattr(quantile, "_windowed", lambda *_: None)
+            monkeypatch.setattr(rank_sampler, "rank_window", lambda *_: None)
         with deterministic_entropy(23):
             results = [em_quantile(values, bounds=(0.0, 100.0), epsilon=1, **options).value for _ in range(40)]  # type: ignore[arg-type]
             released.append((results, int(entropy.words(1)[0])))

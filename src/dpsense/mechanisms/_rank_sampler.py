@@ -1,0 +1,415 @@
+"""The exact rank-table sampler of the EM quantile: integer exponents, a window near q n, acceptance.
+
+Each candidate set's records form runs (tied positions) and gaps; a segment with ranks [a, b] gets the
+exponent max(floor(q n D) - b D, a D - ceil(q n D), 0) on the public grid D, plus ⌊D/16⌋ per record
+off its decimal grid (the fit), and is proposed with weight (base measure) exp(-rate exponent) by
+``dpsense.noise.categorical``; an exact Bernoulli step accepts it when q n D is not whole. When the
+segments far from q n are negligible only a window around it enters the float table, with a certified
+bound on what it leaves out, and the whole table is built on the rare draw the window cannot decide:
+the same draws from the same words. Proofs: docs/math/exponential-mechanism.md §8.1 ("Exact
+exponents"), §8.6 (the fit); docs/math/floating-point.md §9.3 ("Windows").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpsense.mechanisms._quantile_candidates import F64, I64, Candidates, Cells, Lattice
+from dpsense.noise import exact
+from dpsense.noise.categorical import CategoricalSampler, Outside, WindowedSampler
+
+#: Largest grid denominator D of the exponents (docs/math/exponential-mechanism.md §8.1, "Exact exponents").
+_GRID = 1 << 20
+#: Exponents stay below (n + 1) D <= 2^61 (int64 prefix sums and shifts in the sampler).
+_EXPONENT_LIMIT = 1 << 61
+
+
+#: The fit's price per record off a decimal grid, in ranks: a point of G_e scores -(dist + FIT_WEIGHT d_e)
+#: (docs/math/exponential-mechanism.md §8.6); it takes at most 1/17 of the width of the score's changes.
+FIT_WEIGHT = Fraction(1, 16)
+
+
+@dataclass(frozen=True)
+class RankTable:
+    """The segments' base measures, first cells and grid exponents, and the exact acceptance step.
+
+    Segment j is proposed with weight ``lengths[j] exp(-rate exponents[j])`` and accepted with
+    probability ``exp(-accept_below)`` when ``sides[j] == BELOW``, ``exp(-accept_above)`` when ``ABOVE``
+    and always when ``EXACT`` (the Fractions are 0 when D is a multiple of den).
+    """
+
+    lengths: F64
+    starts: I64
+    counts: I64
+    parts: I64
+    exponents: I64
+    sides: NDArray[np.int8]
+    rate: Fraction
+    accept_below: Fraction
+    accept_above: Fraction
+
+
+BELOW, ABOVE, EXACT = 0, 1, 2
+
+
+def _grid(n: int, den: int, *, fitted: bool = False) -> int:
+    """The exponent grid D: den up to 2^20, else 2^20; halved while (n + 1) D > 2^61 (n >= 2^41 only).
+
+    ``fitted``: 16 den (so FIT_WEIGHT D is a whole exponent) and (n + 1) D <= 2^60, leaving room for the
+    fit's exponents (at most n D / 16 beside the rank's (n + 1) D).
+    """
+    wanted = den * FIT_WEIGHT.denominator if fitted else den
+    limit = _EXPONENT_LIMIT // 2 if fitted else _EXPONENT_LIMIT
+    grid = wanted if wanted <= _GRID else _GRID
+    while grid > 1 and (n + 1) * grid > limit:
+        grid = max(1, grid // 2)
+    return grid
+
+
+def _runs(sorted_cells: I64) -> tuple[I64, I64]:
+    """The runs of equal cells of a sorted array: (records below each run, records up to and in it)."""
+    n = sorted_cells.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(sorted_cells[1:] != sorted_cells[:-1]) + 1
+    below = np.empty(change.size + 1, dtype=np.int64)
+    through = np.empty(change.size + 1, dtype=np.int64)
+    below[0], below[1:] = 0, change
+    through[:-1], through[-1] = change, n
+    return below, through
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """k consecutive runs of one candidate set: their records below and up to, the cells around them.
+
+    ``edges``: the cell before the first run (-1 for none), the runs' cells, the cell after the last (K for
+    none); ``first_rank``: the rank of the gap before the first run (the records below it).
+    """
+
+    edges: I64
+    below: I64
+    through: I64
+
+    @classmethod
+    def whole(cls, cells: Cells) -> _Piece:
+        below, through = _runs(cells.sorted_cells)
+        edges = np.empty(below.size + 2, dtype=np.int64)
+        edges[0], edges[1:-1], edges[-1] = -1, cells.sorted_cells[below], cells.resolution
+        return cls(edges, below, through)
+
+    @property
+    def first_rank(self) -> int:
+        return int(self.below[0]) if self.below.size else 0
+
+
+def _fill_segments(lattice: Lattice, piece: _Piece, out: tuple[I64, I64, I64, I64]) -> None:
+    """Gaps and occupied cells in cell order, written into ``out`` = (starts, lengths, a, b), views of length 2 k + 1.
+
+    Gap j holds the empty cells between occupied cells d_j and d_(j+1) (both ranks: the records below);
+    occupied cell d_j = the cell of run j holds its t_j tied records (ranks a_j and a_j + t_j).
+    """
+    starts, lengths, a, b = out
+    edges = piece.edges
+    np.add(edges[:-1], 1, out=starts[0::2])
+    np.subtract(edges[1:], edges[:-1], out=lengths[0::2])
+    lengths[0::2] -= 1
+    starts[1::2], lengths[1::2] = edges[1:-1], 1
+    a[0] = b[0] = piece.first_rank
+    a[2::2] = b[2::2] = piece.through
+    a[1::2], b[1::2] = piece.below, piece.through
+    if lattice.stride > 1:  # only positions p % stride == offset are candidates: count and align those
+        ends = starts + lengths - 1
+        starts += (lattice.offset - starts) % lattice.stride
+        lengths[:] = np.where(ends >= starts, (ends - starts) // lattice.stride + 1, 0)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The public constants of the rank utility for q and n (docs/math/exponential-mechanism.md §8.1, exponents)."""
+
+    grid: int  # D
+    target: int  # q n = target / den
+    low: int  # floor(q n D)
+    high: int  # ceil(q n D)
+    split: int  # ceil(q n): an integer rank v < split lies below q n
+    floor: int  # floor(q n): an integer rank v > floor lies above q n
+    rate: Fraction
+    accept_below: Fraction
+    accept_above: Fraction
+    misfit: int = 0  # the exponent of one record off a decimal grid: floor(FIT_WEIGHT D) (§8.6)
+
+    @classmethod
+    def of(cls, n: int, q: Fraction, epsilon: Fraction, *, fitted: bool = False) -> Target:
+        num, den = q.numerator, q.denominator
+        grid = _grid(n, den, fitted=fitted)
+        target = num * n
+        low, high = (target * grid) // den, -((-target * grid) // den)
+        scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
+        return cls(
+            grid=grid,
+            target=target,
+            low=low,
+            high=high,
+            split=-((-target) // den),
+            floor=target // den,
+            rate=epsilon / (2 * grid),
+            accept_below=scale * (target * grid - low * den),
+            accept_above=scale * (high * den - target * grid),
+            misfit=math.floor(FIT_WEIGHT * grid) if fitted else 0,
+        )
+
+
+def rank_table(candidates: Candidates | Cells, q: Fraction, epsilon: Fraction) -> RankTable:
+    """The exact rank table (docs/math/exponential-mechanism.md §8.1, "Exact exponents"); large values as ints.
+
+    A segment with ranks [a, b] has utility -dist(q n, [a, b]): ``q n - b`` when b < q n (below),
+    ``a - q n`` when a > q n (above), else 0 (exact).
+    """
+    if isinstance(candidates, Cells):
+        candidates = Candidates.of(candidates)
+    target = Target.of(candidates.records.size, q, epsilon, fitted=candidates.misfits is not None)
+    return _segment_table(candidates, target, [_Piece.whole(part) for part in candidates.parts])
+
+
+def _segment_table(candidates: Candidates, target: Target, pieces: list[_Piece]) -> RankTable:
+    """The rank table of the runs ``pieces`` (one per candidate set) and the gaps around them.
+
+    The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0): the first term is >= 0 exactly when the
+    segment lies below q n, the second exactly when above, and both are <= 0 when its ranks hold q n;
+    plus, with decimal points, floor(FIT_WEIGHT D) per record off the segment's set (§8.6).
+    """
+    sizes = [2 * piece.below.size + 1 for piece in pieces]
+    total = sum(sizes)
+    starts, counts, a, b, mass = (np.empty(total, dtype=np.int64) for _ in range(5))
+    end = 0
+    for lattice, piece, size, weight in zip(candidates.lattices, pieces, sizes, candidates.weights, strict=True):
+        view = slice(end, end + size)
+        _fill_segments(lattice, piece, (starts[view], counts[view], a[view], b[view]))
+        np.multiply(counts[view], weight, out=mass[view])
+        end += size
+    below_target = b < target.split
+    above_target = a > target.floor
+    exponents = np.maximum(target.low - b * target.grid, a * target.grid - target.high)
+    np.maximum(exponents, 0, out=exponents)
+    if candidates.misfits is not None and target.misfit:
+        exponents += np.repeat(np.asarray(candidates.misfits, dtype=np.int64) * target.misfit, sizes)
+    return RankTable(
+        lengths=mass.astype(np.float64),
+        starts=starts,
+        counts=counts,
+        parts=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
+        exponents=exponents,
+        sides=(EXACT - 2 * below_target - above_target).astype(np.int8),
+        rate=target.rate,
+        accept_below=target.accept_below,
+        accept_above=target.accept_above,
+    )
+
+
+def _local_piece(lattice: Lattice, records: NDArray[Any], first: int, last: int) -> _Piece:
+    """The runs of one candidate set holding the records ranked first..last (0 <= first <= last < n), and their edges.
+
+    Only records near those ranks are mapped (a slice with 16 on each side; all of them when there are at
+    most 8 192, one vectorised map); a tied run reaching past the slice is followed to its end by a search
+    on the sorted records (the map is non-decreasing).
+    """
+    n = records.size
+    pad = 16 if n > 8 * _PROBES else n
+    lo, hi = max(first - pad, 0), min(last + 1 + pad, n)
+    positions = lattice.positions(records[lo:hi])
+    change = np.flatnonzero(positions[1:] != positions[:-1]) + 1
+    i = int(np.searchsorted(change, first - lo, side="right"))
+    j = int(np.searchsorted(change, last - lo, side="right"))
+    starts = lo + np.concatenate(([change[i - 1] if i > 0 else 0], change[i:j])).astype(np.int64)
+    ends = lo + np.concatenate((change[i:j], [change[j] if j < change.size else hi - lo])).astype(np.int64)
+    if starts[0] == lo and lo > 0:  # the first run may begin before the slice
+        starts[0] = _run_start(lattice, records, lo, int(positions[0]))
+    if ends[-1] == hi and hi < n:  # the last run may end after it
+        ends[-1] = _run_end(lattice, records, hi - 1, int(positions[-1]))
+    edges = np.empty(starts.size + 2, dtype=np.int64)
+    edges[1:-1] = positions[np.maximum(starts - lo, 0)]
+    edges[0] = -1 if starts[0] == 0 else _position(lattice, records, int(starts[0]) - 1, positions, lo)
+    edges[-1] = lattice.resolution if ends[-1] == n else _position(lattice, records, int(ends[-1]), positions, lo)
+    return _Piece(edges, starts, ends)
+
+
+def _position(lattice: Lattice, records: NDArray[Any], index: int, positions: I64, lo: int) -> int:
+    """The position of record ``index``: from the mapped slice starting at ``lo`` when it holds it."""
+    if lo <= index < lo + positions.size:
+        return int(positions[index - lo])
+    return int(lattice.positions(records[index : index + 1])[0])
+
+
+#: Probes per step of the searches for the ends of a tied run (a range of up to 4 times as many is mapped whole:
+#: one vectorised map costs less than a further step at these sizes).
+_PROBES = 1024
+
+
+def _run_start(lattice: Lattice, records: NDArray[Any], index: int, value: int) -> int:
+    """The first record of the run holding record ``index`` (whose position is ``value``)."""
+    lo, hi = 0, index  # the start is in [lo, hi]; record lo - 1 lies below the run (or lo == 0)
+    while hi - lo > 4 * _PROBES:
+        probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
+        k = int(np.argmax(lattice.positions(records[probes]) == value))
+        if k == 0:
+            return lo
+        lo, hi = int(probes[k - 1]) + 1, int(probes[k])
+    return lo + int(np.argmax(lattice.positions(records[lo : hi + 1]) == value))
+
+
+def _run_end(lattice: Lattice, records: NDArray[Any], index: int, value: int) -> int:
+    """One past the last record of the run holding record ``index`` (whose position is ``value``)."""
+    lo, hi = index, records.size - 1  # the last record is in [lo, hi]; record hi + 1 lies above (or is none)
+    while hi - lo > 4 * _PROBES:
+        probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
+        k = int(np.searchsorted(lattice.positions(records[probes]), value, side="right")) - 1
+        if k == _PROBES:
+            return hi + 1
+        lo, hi = int(probes[k]), int(probes[k + 1]) - 1
+    return lo + int(np.searchsorted(lattice.positions(records[lo : hi + 1]), value, side="right"))
+
+
+#: A window leaves out weight at most 2^-80 of the exact segment's in all (``rank_window``; the sampler's limit).
+_WINDOW_LEFT_OUT_BITS = 80
+
+
+@dataclass(frozen=True)
+class Window:
+    """The rank table of the segments near q n, the first record of each set's first run, and a bound on the rest."""
+
+    table: RankTable
+    firsts: tuple[int, ...]
+    outside: Outside
+
+    def rows_in_whole(self, candidates: Candidates) -> I64:
+        """The window's rows' positions in the whole table (``rank_table``): built when a draw needs them."""
+        positions, size = [], 0
+        sizes = np.bincount(self.table.parts, minlength=len(candidates.lattices))
+        for part, first, rows in zip(candidates.parts, self.firsts, sizes.tolist(), strict=True):
+            below, _ = _runs(part.sorted_cells)
+            start = size + 2 * int(np.searchsorted(below, first))
+            positions.append(np.arange(start, start + rows, dtype=np.int64))
+            size += 2 * below.size + 1
+        return np.concatenate(positions)
+
+
+def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction) -> Window | None:
+    """The segments within the ranks of q n where exp(-rate E) is not negligible; ``None`` when that is all of them.
+
+    A segment with b < r_lo has exponent >= floor(q n D) - (r_lo - 1) D >= R, one with a > r_hi has
+    exponent >= (r_hi + 1) D - ceil(q n D) >= R, R = the reach in exponent units: every segment outside
+    the window weighs at most its base measure times exp(-rate R) (docs/math/floating-point.md §9.3, "Windows").
+    The segment holding q n in the first set (an occupied cell or integer, exponent 0, measure w_0) is in the
+    window, so the weight left out, relative to the window's largest, is at most count B / w_0 exp(-rate R)
+    (B bounds a measure outside, count the segments): R is chosen to make that 2^-80 with a margin. The
+    segments of ranks in [r_lo, r_hi] are the runs holding records r_lo - 1 .. r_hi of the sorted records:
+    only records near those are mapped to each candidate set.
+    """
+    n = candidates.records.size
+    target = Target.of(n, q, epsilon, fitted=candidates.misfits is not None)
+    rate = float(target.rate) if target.rate < 2**1000 else math.inf
+    if not 0.0 < rate < math.inf:
+        return None
+    lattices, weights = candidates.lattices, candidates.weights
+    heaviest = max(weight * lattice.resolution for lattice, weight in zip(lattices, weights, strict=True))
+    most = (2 * n + 1) * len(lattices)
+    bits = most.bit_length() + heaviest.bit_length() - weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
+    reach = math.ceil((bits * math.log(2) + 2.0) / rate) + 1
+    r_lo = (target.low - reach) // target.grid + 1
+    r_hi = -(-(target.high + reach) // target.grid) - 1
+    if r_lo <= 0 and r_hi >= n:
+        return None
+    first, last = max(r_lo - 1, 0), min(r_hi, n - 1)
+    pieces = [_local_piece(lattice, candidates.records, first, last) for lattice in lattices]
+    table = _segment_table(candidates, target, pieces)
+    outside = Outside(count=most - table.lengths.size, base=math.ldexp(1.0, heaviest.bit_length()), exponent=reach)
+    return Window(table, tuple(int(piece.below[0]) for piece in pieces), outside)
+
+
+def _accepted(table: RankTable, runs: I64) -> NDArray[np.bool_]:
+    """The exact acceptance step of each proposed segment (all True when both residuals are 0)."""
+    accept = np.ones(runs.size, dtype=np.bool_)
+    for lane, run in enumerate(runs.tolist()):
+        side = int(table.sides[run])
+        x = table.accept_below if side == BELOW else table.accept_above if side == ABOVE else Fraction(0)
+        if x:
+            accept[lane] = exact.python_bernoulli_exp(x.numerator, x.denominator)
+    return accept
+
+
+def draw_cells(cells: Cells, q: Fraction, epsilon: Fraction, size: int) -> I64:
+    """``size`` independent exact draws of the output cell of one candidate set (``draw``)."""
+    return draw(Candidates.of(cells), q, epsilon, size)[1]
+
+
+def draw(candidates: Candidates, q: Fraction, epsilon: Fraction, size: int) -> tuple[I64, I64]:
+    """``size`` independent exact draws: (candidate set, position) each (the mechanism's randomness).
+
+    ``epsilon`` is the rate of the utility in rank units: the privacy loss divided by the utility's
+    sensitivity (``utility_sensitivity``). The law is the whole rank table's; when the segments far from
+    q n are negligible, only a window around it enters the float table (``rank_window``), and the whole
+    table is built on the rare draw the window's margin does not decide: the same draws from the same
+    words (docs/math/floating-point.md §9.3, "Windows").
+    """
+    whole = functools.cache(lambda: rank_table(candidates, q, epsilon))
+    window = rank_window(candidates, q, epsilon)
+    windowed = None
+    if window is not None:
+        windowed = WindowedSampler.build(
+            window.table.lengths,
+            window.table.exponents,
+            window.table.rate,
+            outside=window.outside,
+            whole=lambda: CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate),
+        )
+    if window is None or windowed is None:
+        sampler = CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate)
+        table, at = whole(), sampler.draw(size)
+        if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
+            pending = np.flatnonzero(~_accepted(table, at))
+            while pending.size:
+                at[pending] = sampler.draw(pending.size)
+                pending = pending[~_accepted(table, at[pending])]
+    else:
+        table, at = _windowed_draws(window, windowed, whole, candidates, size)
+    strides = np.array([lattice.stride for lattice in candidates.lattices], dtype=np.int64)[table.parts[at]]
+    return table.parts[at], table.starts[at] + strides * exact.uniform_below(table.counts[at])
+
+
+def _windowed_draws(
+    window: Window, sampler: WindowedSampler, whole: Callable[[], RankTable], candidates: Candidates, size: int
+) -> tuple[RankTable, I64]:
+    """``draw``'s draws from a window: its rows while every draw is decided in it, else the whole table's."""
+    rows, inside = sampler.draw(size)
+    table = window.table
+    if not bool(inside.all()):
+        rows = _in_whole(window, candidates, rows, inside)
+        table = whole()
+    if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
+        pending = np.flatnonzero(~_accepted(table, rows))
+        while pending.size:
+            redrawn, inside = sampler.draw(pending.size)
+            if table is window.table and not bool(inside.all()):
+                rows = _in_whole(window, candidates, rows, np.ones(rows.size, dtype=np.bool_))
+                table = whole()
+            if table is not window.table:
+                redrawn = _in_whole(window, candidates, redrawn, inside)
+            rows[pending] = redrawn
+            pending = pending[~_accepted(table, rows[pending])]
+    return table, rows
+
+
+def _in_whole(window: Window, candidates: Candidates, rows: I64, inside: NDArray[np.bool_]) -> I64:
+    """Draws as positions in the whole table: window rows mapped, the others already whole positions."""
+    out = rows.copy()
+    out[inside] = window.rows_in_whole(candidates)[rows[inside]]
+    return out
