@@ -539,10 +539,12 @@ def _large_inputs() -> list[tuple[np.ndarray, dict[str, object]]]:
         (tied, {"q": Fraction(1, 3), "decimal_points": True, "adjacency": Adjacency.ADD_REMOVE}),
         (tied, {"q": Fraction(123456789, 1000000007), "integers": True}),  # long denominator: acceptance step
         (whole_years, {"q": Fraction(1, 2), "decimal_points": True}),
+        # the fit with a long denominator: D = 2^20 (a multiple of 16), the acceptance step and the fit together
+        (tied, {"q": Fraction(123456789, 1000000007), "decimal_points": True, "adjacency": Adjacency.ADD_REMOVE}),
     ]
 
 
-@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("case", range(6))
 def test_the_window_holds_the_whole_tables_rows_and_leaves_out_only_light_ones(case: int) -> None:
     values, options = _large_inputs()[case]
     q = Fraction(str(options["q"]))
@@ -562,7 +564,7 @@ def test_the_window_holds_the_whole_tables_rows_and_leaves_out_only_light_ones(c
     assert float(whole.lengths[left_out].max()) <= window.outside.base
 
 
-@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("case", range(6))
 def test_a_windowed_release_equals_the_whole_tables_draw_for_draw(monkeypatch: pytest.MonkeyPatch, case: int) -> None:
     values, options = _large_inputs()[case]
     released = []
