@@ -110,7 +110,7 @@ class DecimalStep:
         exact), with the temporaries reused: a pass over a column costs four array operations.
         """
         power = 10.0 ** abs(self.exponent)
-        k = x * power if self.exponent < 0 else x / power
+        k = x * power if self.exponent < 0 else x / power  # a new array (x / 1 too): the steps below reuse it
         if self.multiplier != 1:
             k /= float(self.multiplier)
         np.rint(k, out=k)
@@ -119,7 +119,7 @@ class DecimalStep:
             k *= float(self.multiplier)
         if self.exponent < 0:
             k /= power
-        else:
+        elif self.exponent > 0:  # times 10^0 is the identity
             k *= power
         return np.equal(k, x)
 

@@ -331,12 +331,14 @@ def misfits(clipped: F64, grids: tuple[DecimalGrid, ...]) -> tuple[int, ...]:
     A per-record predicate, so d_e moves by at most 1 when a record is added, removed or replaced (§8.6).
     A point of G_e is a point of every finer grid (k 10^e = 10k 10^(e-1), one decimal, one double), so d_e is
     the count of records off G_e itself; testing each grid on the records left on the finer ones keeps the
-    work to one pass over the records on continuous data.
+    work to one pass over the records on continuous data (and no copy while every record is on a grid).
     """
     on = clipped
     counts = []
     for grid in grids:
-        on = on[grid.step.holds(on, grid.first, grid.last)]  # the record is the double of a point
+        held = grid.step.holds(on, grid.first, grid.last)  # the record is the double of a point
+        if not held.all():
+            on = on[held]
         counts.append(clipped.size - on.size)
     return tuple(counts)
 

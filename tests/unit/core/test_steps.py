@@ -67,7 +67,9 @@ def test_nearest_is_each_points_own_index_and_non_decreasing() -> None:
         assert np.all(np.diff(mapped) >= 0)
 
 
-@pytest.mark.parametrize("step", [DecimalStep(1, -2), DecimalStep(25, -2), DecimalStep(1, 3), DecimalStep(5, 0)])
+@pytest.mark.parametrize(
+    "step", [DecimalStep(1, -2), DecimalStep(25, -2), DecimalStep(1, 3), DecimalStep(5, 0), DecimalStep(1, 0)]
+)
 def test_holds_is_the_nearest_points_double_equal_to_the_value(step: DecimalStep) -> None:
     """``holds`` = (values(nearest(x)) == x): points, values between them, values past the ends."""
     rng = np.random.default_rng(7)
