@@ -104,7 +104,7 @@ class DecimalStep:
         return np.clip(np.rint(scaled), first, last).astype(np.int64)
 
     def holds(self, x: NDArray[np.float64], first: int, last: int) -> NDArray[np.bool_]:
-        """Whether each value is the double of a point: x == values(nearest(x, first, last)), in place.
+        """Whether each value is the double of a point: x == values(nearest(x, first, last)).
 
         The same arithmetic as ``nearest`` then ``values`` (the index stays a float: |k m| <= 2^50 is
         exact), with the temporaries reused: a pass over a column costs four array operations.

@@ -451,9 +451,7 @@ def _rank_note(
     """The public rank accuracy of an EM or inverse-sensitivity order statistic (Dwork-Roth Thm 3.11)."""
     em = step.mechanism is Mechanism.EM_QUANTILE
     em_adjacency = adjacency if em and adjacency is Adjacency.ADD_REMOVE else None
-    sens = (
-        utility_sensitivity(q, em_adjacency, fitted=points and recorded is None and integer_bounds is None) if em else 1
-    )
+    sens = utility_sensitivity(q, em_adjacency, fitted=points) if em else 1  # points: decimal grids beside the cells
     count: float
     if recorded is not None:
         grid, first, last = step_candidates(recorded[1], recorded[0])
