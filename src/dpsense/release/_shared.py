@@ -86,7 +86,12 @@ class SharedSnapshots:
     def __init__(self) -> None:
         import duckdb
 
+        from dpsense.engine import DuckDBEngine
+
         self._database = duckdb.connect(":memory:", config={"threads": 1})  # the serving threads are the parallelism
+        # the snapshots' copies live compressed in an in-memory database every cursor uses (``_cursor``)
+        self._copies = DuckDBEngine.COPIES_DATABASE
+        self._database.execute(f"ATTACH ':memory:' AS {self._copies} (COMPRESS)")
         self._lock = threading.Lock()
         self._snapshots: dict[tuple[str, str], _Snapshot] = {}
         self._adopters: dict[int, _Adopter] = {}
@@ -98,11 +103,17 @@ class SharedSnapshots:
 
         with self._lock:
             self._check_open()
-            cursor = self._database.cursor()
+            cursor = self._cursor()
         engine = DuckDBEngine(connection=cursor)
         with self._lock:
             self._adopters[id(engine)] = _Adopter(engine, cursor)
         return engine
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new cursor of the shared database, using its compressed copies' database (``_lock`` held)."""
+        cursor = self._database.cursor()
+        cursor.execute(f"USE {self._copies}")
+        return cursor
 
     def close_engine(self, engine: Engine) -> None:
         """Close an engine from ``engine()`` and its cursor; the snapshots it held may then be dropped."""
@@ -193,7 +204,7 @@ class SharedSnapshots:
 
         with self._lock:
             self._check_open()
-            cursor = self._database.cursor()
+            cursor = self._cursor()
         loader = DuckDBEngine(connection=cursor, shared=True)
         try:
             name, snapshot = entry.key

@@ -118,3 +118,26 @@ def test_a_failed_load_leaves_nothing_and_shared_sessions_only_read(setup: tuple
         with pytest.raises(UsageError, match=r"engine=snapshots\.engine"):
             dp.Session(ledger, analyst="alice", snapshots=snapshots)
     snapshots.close_engine(engine)
+
+
+def test_the_shared_copy_is_stored_compressed_for_every_cursor(setup: tuple[str, Path, SharedSnapshots]) -> None:
+    """The one copy lives in the compressed in-memory database every cursor uses, checkpointed when loaded."""
+    url, _, snapshots = setup
+    engine = snapshots.engine()
+    with Ledger.open(url) as ledger, dp.Session(ledger, analyst="alice", engine=engine, snapshots=snapshots) as s:
+        released = s.release(query(s), epsilon=0.25)
+    snapshots.close_engine(engine)
+    assert len(released.table) == 4
+    (table,) = copies(snapshots)
+    cursor = snapshots._database.cursor()
+    (database,) = cursor.execute(
+        "SELECT database_name FROM duckdb_tables() WHERE table_name = $t", {"t": table}
+    ).fetchone()  # type: ignore[misc]
+    assert database == "__dps_copies"
+    stored = cursor.execute(
+        f"SELECT column_name, list(DISTINCT compression) FROM pragma_storage_info('__dps_copies.main.{table}') "
+        "GROUP BY column_name"
+    ).fetchall()
+    cursor.close()
+    packed = {str(c) for c, kinds in stored if set(kinds) != {"Uncompressed"}}
+    assert {"age", "__dps_pos", "__dps_n"} <= packed, stored

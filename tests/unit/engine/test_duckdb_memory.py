@@ -59,3 +59,66 @@ def test_an_index_and_a_bound_larger_than_the_limit_spill_and_agree_with_an_unli
             rows = engine.group_aggregates(view, group_column="g", keys=None, aggregates=[count_rows()])
             counts.append(sum(r.counts["count_rows"] for r in rows))
     assert counts[0] == counts[1] == int(np.minimum(np.bincount(frame["unit"]), 3).sum())
+
+
+def _stored_compressions(engine: DuckDBEngine, relation: str) -> dict[str, set[str]]:
+    """The compression of each column's segments, from DuckDB's storage information of ``relation``."""
+    rows = engine._con.execute(
+        f"SELECT column_name, compression FROM pragma_storage_info('{relation.strip(chr(34))}')"
+    ).fetchall()
+    out: dict[str, set[str]] = {}
+    for column, compression in rows:
+        out.setdefault(str(column), set()).add(str(compression))
+    return out
+
+
+def test_an_engines_own_copies_are_stored_compressed_and_release_the_same_counts() -> None:
+    """The copies of an engine with its own in-memory database live in a COMPRESS database, checkpointed.
+
+    Control: the same registration on an engine given a connection keeps its copies as temporary
+    tables, stored uncompressed; both release the same exact counts.
+    """
+    rng = np.random.default_rng(4)  # the test's own data
+    n = 300_000
+    frame = pd.DataFrame({"unit": rng.integers(0, 50_000, n), "g": rng.integers(0, 20, n), "x": rng.random(n)})
+    import duckdb
+
+    given = duckdb.connect()
+    totals = []
+    for engine, compressed in ((DuckDBEngine(), True), (DuckDBEngine(connection=given), False)):
+        with engine:
+            engine.register("t", frame)
+            engine.index_units("t", unit_column="unit", key=random_bytes(32))
+            relation, _ = engine._table("t")
+            database = engine._con.execute(
+                "SELECT database_name FROM duckdb_tables() WHERE table_name = $t", {"t": relation.strip('"')}
+            ).fetchone()
+            assert database is not None and (database[0] == "__dps_copies") is compressed
+            stored = _stored_compressions(engine, relation)
+            plain = {c: s for c, s in stored.items() if s == {"Uncompressed"}}
+            if compressed:  # the unit, the group, the positions and counts are integers DuckDB packs
+                assert not {"unit", "g", "__dps_pos", "__dps_n"} & set(plain), stored
+            else:
+                assert {"unit", "g", "__dps_pos", "__dps_n"} <= set(plain), stored
+            view = engine.bounded_rows("t", unit_column="unit", max_rows_per_unit=2, salt=random_bytes(32))
+            rows = engine.group_aggregates(view, group_column="g", keys=None, aggregates=[count_rows()])
+            totals.append(sum(r.counts["count_rows"] for r in rows))
+    given.close()
+    assert totals[0] == totals[1] == int(np.minimum(np.bincount(frame["unit"]), 2).sum())
+
+
+def test_a_table_of_the_engines_own_file_database_is_registered_by_name(tmp_path: Path) -> None:
+    """On a file database the copies stay temporary tables and the file's own tables resolve by name."""
+    import duckdb
+
+    path = tmp_path / "data.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE events AS SELECT range % 7 AS unit, range % 3 AS g FROM range(100)")
+    with DuckDBEngine(str(path)) as engine:
+        engine.register("events", "events")
+        engine.index_units("events", unit_column="unit", key=random_bytes(32))
+        view = engine.bounded_rows("events", unit_column="unit", max_rows_per_unit=100, salt=random_bytes(32))
+        rows = engine.group_aggregates(view, group_column="g", keys=None, aggregates=[count_rows()])
+        assert sum(r.counts["count_rows"] for r in rows) == 100
+        names = {str(r[0]) for r in engine._con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+        assert "__dps_copies" not in names

@@ -55,7 +55,7 @@ from dpsense.engine._types import (
     Predicate,
     TableInfo,
 )
-from dpsense.engine.duckdb._steward import SRC_PREFIX, DuckDBStewardSteps, SumKey, sql_text, sum_key
+from dpsense.engine.duckdb._steward import COPIES_DATABASE, SRC_PREFIX, DuckDBStewardSteps, SumKey, sql_text, sum_key
 from dpsense.engine.sql import _index_query, _portable_query, _query
 
 __all__ = ["MIN_SALT_BYTES", "DuckDBEngine", "SharedTable"]
@@ -143,6 +143,9 @@ class DuckDBEngine(DuckDBStewardSteps):
 
     """
 
+    #: The compressed in-memory database that holds the engine's copies (``_steward.COPIES_DATABASE``).
+    COPIES_DATABASE = COPIES_DATABASE
+
     def __init__(
         self,
         database: str = ":memory:",
@@ -168,6 +171,15 @@ class DuckDBEngine(DuckDBStewardSteps):
             self._con.execute(f"SET temp_directory = {sql_text(self._spill)}")
             if limit is not None:
                 self._con.execute(f"SET memory_limit = {sql_text(limit)}")
+        # The engine's copies are kept compressed (``_compress``) in COPIES_DATABASE, an in-memory database
+        # attached with COMPRESS: its own when it opened an in-memory connection, else the one a shared
+        # engine's connection already uses (``release._shared.SharedSnapshots`` attaches it for its cursors).
+        if connection is None and database == ":memory:" and not shared:
+            self._con.execute(f"ATTACH ':memory:' AS {COPIES_DATABASE} (COMPRESS)")
+            self._con.execute(f"USE {COPIES_DATABASE}")
+            self._compressed = True
+        else:
+            self._compressed = shared and self._one_row("SELECT current_database()", {})[0] == COPIES_DATABASE
         self._tables: dict[str, tuple[str, TableInfo]] = {}  # public name -> (SQL relation, schema)
         self._copies: set[str] = set()  # source copies this engine created
         self._temporaries: dict[str, str] = {}  # bounded views kept as temporary tables -> the relation read
@@ -359,6 +371,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         finally:
             self._con.unregister(scratch)
         self._copies.add(copy)
+        self._compress()
         return _query.quote(copy)
 
     def _copy_file(self, path: Path, reader: str) -> str:
@@ -375,6 +388,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             # The parser's message may quote file contents: keep it out of the error.
             raise InvalidData("the file could not be read as a table", str(path), "check its format") from None
         self._copies.add(copy)
+        self._compress()
         return _query.quote(copy)
 
     def _catalog_has(self, name: str) -> bool:

@@ -21,6 +21,8 @@ from dpsense.engine import _checks, _portable
 from dpsense.engine._types import NO_CLAMP, ClippedSum, ColumnQuality, TableInfo
 from dpsense.engine.sql import _index_query, _portable_query, _query, _steward_query
 
+#: The compressed in-memory database holding the copies of an engine with its own in-memory connection.
+COPIES_DATABASE = "__dps_copies"
 #: Prefix of the engine's own copies of registered sources.
 SRC_PREFIX = _query.INTERNAL_PREFIX + "src_"
 #: Prefix of the copies of a ``shared`` engine: regular tables of the database, which other connections see.
@@ -47,6 +49,7 @@ class DuckDBStewardSteps(ABC):
 
     portable: bool
     shared: bool
+    _compressed: bool
     _tables: dict[str, tuple[str, TableInfo]]
     _copies: set[str]
     _indexes: dict[str, str]
@@ -83,15 +86,28 @@ class DuckDBStewardSteps(ABC):
     def _new_copy(self) -> tuple[str, str]:
         """A fresh name for an engine-owned copy and the statement head that creates it from a SELECT.
 
-        A temporary table of this connection; with ``shared=True`` a regular table of the database,
-        named from a process-wide counter (a temporary table of that name would hide it), so that
-        engines on other connections to the database can ``adopt`` it.
+        A temporary table of this connection, or a table of ``COPIES_DATABASE`` when the engine opened
+        its own in-memory database (as private, and compressed); with ``shared=True`` a regular table of
+        the database, named from a process-wide counter (a temporary table of that name would hide it),
+        so that engines on other connections to the database can ``adopt`` it.
         """
         if self.shared:
             copy = f"{SHARED_PREFIX}{next(_SHARED_COPIES)}"
             return copy, f"CREATE TABLE {_query.quote(copy)} AS "
         copy = f"{SRC_PREFIX}{next(self._counter)}"
+        if self._compressed:  # the engine's own in-memory database (``COPIES_DATABASE``): private as a temp table
+            return copy, f"CREATE TABLE {_query.quote(copy)} AS "
         return copy, f"CREATE TEMP TABLE {_query.quote(copy)} AS "
+
+    def _compress(self) -> None:
+        """Compress the copies just written: a checkpoint of ``COPIES_DATABASE`` (none where copies live elsewhere).
+
+        DuckDB stores a new table uncompressed and compresses an in-memory database attached with
+        COMPRESS at its checkpoint: the indexed snapshot of 10^7 rows (three public and five hidden
+        columns) goes from about 510 to 115 MiB, and scans of it run as fast (docs/performance.md).
+        """
+        if self._compressed:
+            self._con.execute(f"CHECKPOINT {COPIES_DATABASE}")
 
     def fingerprint(self, table: str, key: bytes) -> str:
         """Keyed, order-independent fingerprint of the snapshot (see ``Engine.fingerprint``).
@@ -149,6 +165,7 @@ class DuckDBStewardSteps(ABC):
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
         self._copies.add(copy)
+        self._compress()
         if self._describe(table, _query.quote(copy)) != info:
             self._drop_copy(_query.quote(copy))
             raise InternalError("a policy changed the table's schema")
@@ -206,6 +223,7 @@ class DuckDBStewardSteps(ABC):
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
         self._copies.add(copy)
+        self._compress()
         if not self.portable:
             self._refuse_large_units(_query.quote(copy))
         described = self._describe(table, _query.quote(copy))
