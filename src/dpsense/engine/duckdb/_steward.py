@@ -107,7 +107,7 @@ class DuckDBStewardSteps(ABC):
         columns) goes from about 510 to 115 MiB, and scans of it run as fast (docs/performance.md).
         """
         if self._compressed:
-            self._con.execute(f"CHECKPOINT {COPIES_DATABASE}")
+            self._run(f"CHECKPOINT {COPIES_DATABASE}", {})  # Ctrl-C here is a KeyboardInterrupt, as in any step
 
     def fingerprint(self, table: str, key: bytes) -> str:
         """Keyed, order-independent fingerprint of the snapshot (see ``Engine.fingerprint``).
