@@ -122,3 +122,27 @@ def test_a_table_of_the_engines_own_file_database_is_registered_by_name(tmp_path
         assert sum(r.counts["count_rows"] for r in rows) == 100
         names = {str(r[0]) for r in engine._con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
         assert "__dps_copies" not in names
+
+
+def test_a_checkpoint_refused_beside_another_writer_leaves_the_copy_uncompressed_not_failed() -> None:
+    """A shared engine's loader beside another connection's open write: the copy is made, compressed later."""
+    import duckdb
+
+    database = duckdb.connect()
+    database.execute(f"ATTACH ':memory:' AS {DuckDBEngine.COPIES_DATABASE} (COMPRESS)")
+    cursors = [database.cursor() for _ in range(2)]
+    for cursor in cursors:
+        cursor.execute(f"USE {DuckDBEngine.COPIES_DATABASE}")
+    frame = pd.DataFrame({"unit": np.arange(200_000) % 5_000, "g": np.arange(200_000) % 7})
+    other = cursors[1]
+    other.execute("BEGIN")
+    other.execute("CREATE TABLE writing AS SELECT 1 AS x")  # a write transaction left open on the database
+    loader = DuckDBEngine(connection=cursors[0], shared=True)
+    loader.register("t", frame)
+    relation, _ = loader._table("t")
+    assert _stored_compressions(loader, relation)["unit"] == {"Uncompressed"}  # the checkpoint was refused
+    other.execute("COMMIT")
+    loader.register("u", frame)  # the next copy's checkpoint compresses every table of the database
+    assert _stored_compressions(loader, relation)["unit"] != {"Uncompressed"}
+    loader.close()
+    database.close()

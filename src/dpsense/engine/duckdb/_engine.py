@@ -762,6 +762,29 @@ class DuckDBEngine(DuckDBStewardSteps):
             return None
         return rows[0][0] if rows else None
 
+    def _compress(self) -> None:
+        """Compress the copies just written: a checkpoint of ``COPIES_DATABASE`` (none where copies live elsewhere).
+
+        DuckDB stores a new table uncompressed and compresses an in-memory database attached with
+        COMPRESS at its checkpoint: the indexed snapshot of 10^7 rows (three public and five hidden
+        columns) goes from about 510 to 115 MiB, and scans of it run as fast (docs/performance.md).
+        DuckDB refuses a checkpoint while another connection writes to the database (a ``shared``
+        engine's loader beside another's): the copy then stays uncompressed until the next checkpoint
+        (memory, not correctness; it depends on the other connections, not on the data).
+        """
+        if not self._compressed:
+            return
+        try:
+            self._con.execute(f"CHECKPOINT {COPIES_DATABASE}")
+        except duckdb.TransactionException:
+            return
+        except (duckdb.Error, RuntimeError) as exc:
+            if _interrupted(exc):
+                raise KeyboardInterrupt from None  # Ctrl-C: DuckDB stopped the checkpoint at once
+            if not isinstance(exc, duckdb.Error):
+                raise
+            raise InternalError(f"DuckDB failed a checkpoint ({type(exc).__name__})") from None
+
     def _one_row(self, sql: str, params: dict[str, object]) -> tuple[Any, ...]:
         """The single row of a statement, fully fetched (DuckDB refuses new work on an open result)."""
         rows = self._run(sql, params).fetchall()
