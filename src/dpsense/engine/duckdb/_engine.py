@@ -779,11 +779,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         except duckdb.TransactionException:
             return
         except (duckdb.Error, RuntimeError) as exc:
-            if _interrupted(exc):
-                raise KeyboardInterrupt from None  # Ctrl-C: DuckDB stopped the checkpoint at once
-            if not isinstance(exc, duckdb.Error):
-                raise
-            raise InternalError(f"DuckDB failed a checkpoint ({type(exc).__name__})") from None
+            raise _failure(exc) from None
 
     def _one_row(self, sql: str, params: dict[str, object]) -> tuple[Any, ...]:
         """The single row of a statement, fully fetched (DuckDB refuses new work on an open result)."""
@@ -796,12 +792,20 @@ class DuckDBEngine(DuckDBStewardSteps):
         try:
             return self._con.execute(sql, params)
         except (duckdb.Error, RuntimeError) as exc:
-            if _interrupted(exc):
-                raise KeyboardInterrupt from None  # Ctrl-C: DuckDB stopped the statement at once
-            if not isinstance(exc, duckdb.Error):
-                raise
-            # DuckDB messages can quote data values; report only the error class.
-            raise InternalError(f"DuckDB failed a planned statement ({type(exc).__name__})") from None
+            raise _failure(exc) from None
+
+
+def _failure(exc: duckdb.Error | RuntimeError) -> BaseException:
+    """What a failed statement raises: Ctrl-C as ``KeyboardInterrupt``, DuckDB's errors by class alone.
+
+    DuckDB stops a statement at once when the process is interrupted; its messages can quote data
+    values, so only the error's class is reported. Other runtime errors pass unchanged.
+    """
+    if _interrupted(exc):
+        return KeyboardInterrupt()
+    if not isinstance(exc, duckdb.Error):
+        return exc
+    return InternalError(f"DuckDB failed a planned statement ({type(exc).__name__})")
 
 
 def _interrupted(exc: BaseException) -> bool:
