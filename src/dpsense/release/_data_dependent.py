@@ -78,11 +78,10 @@ class DataDependentSteps(ABC):
     def _values_by_group(self, view: BoundedView, columns: list[str]) -> list[NDArray[np.float64]]:
         if self.group_column is None:
             data = self.engine.collect(view, columns=columns, max_rows=self.max_collect_rows)
-            return [np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])]
+            return [_stacked(data, columns)]
         groups = [self.group_column] if isinstance(self.group_column, str) else list(self.group_column)
         data = self.engine.collect(view, columns=[*groups, *columns], max_rows=self.max_collect_rows)
-        stacked = np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
-        return split_by_key([np.asarray(data[g]) for g in groups], stacked, self.keys or [])
+        return split_by_key([np.asarray(data[g]) for g in groups], _stacked(data, columns), self.keys or [])
 
     def order_statistic(self, agg: AggregateIR, steps: list[PlanStep]) -> tuple[Output, list[PrivacyLoss]]:
         q = Fraction(1, 2) if agg.kind is AggregateKind.MEDIAN else agg.q
@@ -363,6 +362,13 @@ class DataDependentSteps(ABC):
         note = f"{step.mechanism} (edge-level); the noise scale depends on the data, so no error bound is published"
         loss = group_privacy(eps, step.unit_cost)
         return Output(agg.name, [float(result.value)], [None], note), [loss]
+
+
+def _stacked(data: dict[str, NDArray[Any]], columns: list[str]) -> NDArray[np.float64]:
+    """The collected ``columns`` as the columns of one float64 array (one column: a view, no copy)."""
+    if len(columns) == 1:
+        return np.asarray(data[columns[0]], dtype=np.float64).reshape(-1, 1)
+    return np.column_stack([np.asarray(data[c], dtype=np.float64) for c in columns])
 
 
 def split_by_key(
