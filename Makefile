@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/estimators.py
 	$(BIN)/python -m pip install --quiet -e '.[bench-anchors]'
 	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/mean_split.py
 	$(BIN)/python benchmarks/replace_median.py
 	$(BIN)/python benchmarks/decimal_points.py
 	$(BIN)/python benchmarks/joint_quantiles.py
