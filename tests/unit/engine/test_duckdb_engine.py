@@ -215,6 +215,17 @@ def test_forget_drops_the_engine_copy_but_not_a_table_registered_by_name() -> No
         assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("events",)]
 
 
+def test_an_engine_table_is_never_a_source_so_forget_cannot_drop_another_snapshot() -> None:
+    """Registering a copy's own name would share it, and forgetting that registration would drop it."""
+    with DuckDBEngine() as e:
+        e.register("a", frame())
+        relation, _ = e._table("a")
+        with pytest.raises(UsageError, match="must not start with '__dps_'"):
+            e.register("b", relation.strip('"'))
+        view = e.bounded_rows("a", unit_column="person", max_rows_per_unit=10, salt=random_bytes(32))
+        assert e.collect(view, columns=["person"])["person"].size == len(frame())
+
+
 def test_public_keys_are_checked_in_one_statement_and_name_the_bad_key() -> None:
     with DuckDBEngine() as e:
         e.register("t", pd.DataFrame({"person": range(3000), "g": [i % 1000 for i in range(3000)]}))

@@ -351,6 +351,14 @@ class DuckDBEngine(DuckDBStewardSteps):
                 return self._copy_file(path, "read_csv($path, header = true)")
             if lowered.endswith(_PARQUET_SUFFIXES):
                 return self._copy_file(path, "read_parquet($path)")
+            if isinstance(source, str) and source.startswith(_query.INTERNAL_PREFIX):
+                # the engine's own relations (copies, views, attached snapshots) are never a source: a
+                # registration of one would share, and its forget() drop, another table's snapshot
+                raise UsageError(
+                    "a source table name must not start with '__dps_' (the engine's own tables)",
+                    source,
+                    "register the source itself (a file, a frame or your table's name)",
+                )
             if isinstance(source, str) and self._catalog_has(source):
                 return _query.quote(source)
             raise UnknownTable(
