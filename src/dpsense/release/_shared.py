@@ -5,7 +5,8 @@ every snapshot it read (a DuckDB engine per Session: 16 analysts, 16 copies). ``
 holds one in-memory DuckDB database per process instead:
 
 * each snapshot is loaded once, by an engine of its own on a cursor of that database opened with
-  ``shared=True`` (its copies are regular tables, which every cursor sees), through the same
+  ``shared=True`` (its copies are regular tables of the compressed in-memory database every cursor
+  uses, ``DuckDBEngine.COPIES_DATABASE``, checkpointed when written), through the same
   ``attach`` as any Session: the keyed fingerprint is checked, the declared policies applied and the
   rows indexed on the privacy unit under a fresh secret order (``_datasets.prepare``);
 * every thread that serves Sessions gets its own engine on its own cursor (``engine()``); the
