@@ -378,8 +378,7 @@ class DuckDBEngine(DuckDBStewardSteps):
             self._con.execute(f"{create}SELECT * FROM {_query.quote(scratch)}")
         finally:
             self._con.unregister(scratch)
-        self._copies.add(copy)
-        self._compress()
+        self._keep_copy(copy)
         return _query.quote(copy)
 
     def _copy_file(self, path: Path, reader: str) -> str:
@@ -395,8 +394,7 @@ class DuckDBEngine(DuckDBStewardSteps):
                 raise
             # The parser's message may quote file contents: keep it out of the error.
             raise InvalidData("the file could not be read as a table", str(path), "check its format") from None
-        self._copies.add(copy)
-        self._compress()
+        self._keep_copy(copy)
         return _query.quote(copy)
 
     def _catalog_has(self, name: str) -> bool:

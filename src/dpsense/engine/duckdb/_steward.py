@@ -103,6 +103,11 @@ class DuckDBStewardSteps(ABC):
             return copy, f"CREATE TABLE {_query.quote(copy)} AS "
         return copy, f"CREATE TEMP TABLE {_query.quote(copy)} AS "
 
+    def _keep_copy(self, copy: str) -> None:
+        """Hold a copy just written by a statement from ``_new_copy``: dropped on ``forget``/``close``, compressed."""
+        self._copies.add(copy)
+        self._compress()
+
     def fingerprint(self, table: str, key: bytes) -> str:
         """Keyed, order-independent fingerprint of the snapshot (see ``Engine.fingerprint``).
 
@@ -158,8 +163,7 @@ class DuckDBStewardSteps(ABC):
         )
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
-        self._copies.add(copy)
-        self._compress()
+        self._keep_copy(copy)
         if self._describe(table, _query.quote(copy)) != info:
             self._drop_copy(_query.quote(copy))
             raise InternalError("a policy changed the table's schema")
@@ -216,8 +220,7 @@ class DuckDBStewardSteps(ABC):
             )
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
-        self._copies.add(copy)
-        self._compress()
+        self._keep_copy(copy)
         if not self.portable:
             self._refuse_large_units(_query.quote(copy))
         described = self._describe(table, _query.quote(copy))
