@@ -232,6 +232,33 @@ def test_order_statistics_narrow_by_counts_without_collecting_the_column(
     assert len(collected) == 3 and max(collected) <= 2 * 5 + 1
 
 
+def storage_levels(spark: Any) -> list[tuple[bool, bool]]:
+    """(in memory, on disk) of each persisted RDD's storage level."""
+    rdds = spark.sparkContext._jsc.getPersistentRDDs().values()
+    return sorted((bool(r.getStorageLevel().useMemory()), bool(r.getStorageLevel().useDisk())) for r in rdds)
+
+
+def test_registration_keeps_one_copy_on_disk_until_the_index_is_in_memory(spark: Any) -> None:
+    """Spark's heap at 10^8 rows: the checks read a disk copy, the policies add none, the index alone is cached."""
+    before = storage_levels(spark)
+    engine = SparkEngine(spark, collect_limit=1000)
+    engine.register("t", people())
+    assert storage_levels(spark) == sorted([*before, (False, True)])  # on disk only
+    engine.apply_policies("t", clamp={"hours": (0.0, 10.0)})  # a map of the same copy, not a second one
+    assert storage_levels(spark) == sorted([*before, (False, True)])
+    with engine.release_scope():
+        view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=4, salt=random_bytes(32))
+        clamped = engine.collect(view, columns=["hours"])["hours"]
+    assert sorted(clamped.tolist()) == [0.0, 0.1, 1.5, 2.25, 3.0, 3.0, 7.5, 8.0, 10.0, 10.0]
+    engine.index_units("t", unit_column="person", key=random_bytes(32))
+    assert storage_levels(spark) == sorted([*before, (True, True)])  # the indexed snapshot, memory and disk
+    with engine.release_scope():
+        view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=4, salt=random_bytes(32))
+        assert sorted(engine.collect(view, columns=["hours"])["hours"].tolist()) == sorted(clamped.tolist())
+    engine.close()
+    assert storage_levels(spark) == before
+
+
 def test_close_unpersists_snapshots_and_views(spark: Any) -> None:
     before = persistent_rdds(spark)
     engine = SparkEngine(spark, collect_limit=1000)

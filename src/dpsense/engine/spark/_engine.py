@@ -9,9 +9,13 @@ on the executors as native Spark expressions and windows, no Python UDF. Only sm
 driver: one row per public group, 2 * width + 1 order statistics, a fingerprint's count and sum, or
 a collected view of at most ``max_rows`` rows. The DP math then runs on the driver, in numpy.
 
-Snapshots: a registered source is persisted (``storage_level``, memory and disk by default), so later
-changes of a file, table or DataFrame do not change what releases read. ``forget``,
-``apply_policies``, ``index_units`` and ``close`` unpersist what they replace. Bounded views are queries kept
+Snapshots: a registered source is persisted, so later changes of a file, table or DataFrame do not
+change what releases read: on disk (``staging_level``) while registration's checks read it, then, once
+``index_units`` has built the indexed snapshot that releases read, that one at ``storage_level``
+(memory and disk by default). The policies are a row-wise map of the persisted snapshot, applied
+where it is read, not another persisted copy. So at most one copy of the data sits in Spark's storage
+memory and the heap keeps room for the index's shuffle (docs/scaling.md, "Spark's heap").
+``forget``, ``index_units`` and ``close`` unpersist what they replace. Bounded views are queries kept
 in this object, never in Spark's catalog, and computed when read (a release reads each view once);
 ``drop``, ``release_scope`` and ``close`` forget them.
 
@@ -95,7 +99,9 @@ class SparkEngine:
 
     Args:
         spark: the session to run on (local mode for tests, a cluster's master URL in production).
-        storage_level: how registered snapshots (and the values an order statistic reads) are persisted.
+        storage_level: how indexed snapshots (and the values an order statistic reads) are persisted.
+        staging_level: how a registered snapshot is persisted until ``index_units`` replaces it (the
+            checks of registration read it a few times; on disk by default, out of the heap).
         collect_limit: the public default for ``collect``'s ``max_rows`` when the caller gives none;
             with neither, ``collect`` refuses before reading (the driver's memory needs a bound).
 
@@ -109,12 +115,14 @@ class SparkEngine:
         spark: SparkSession,
         *,
         storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+        staging_level: StorageLevel = StorageLevel.DISK_ONLY,
         collect_limit: int | None = None,
     ) -> None:
         if collect_limit is not None:
             _checks.positive_int(collect_limit, "collect_limit")
         self._spark = spark
         self._storage_level = storage_level
+        self._staging_level = staging_level
         self._collect_limit = collect_limit
         self._tables: dict[str, _Snapshot] = {}
         self._views: dict[str, _View] = {}
@@ -131,6 +139,7 @@ class SparkEngine:
         app_name: str = "dpsense",
         conf: Mapping[str, str] | None = None,
         storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+        staging_level: StorageLevel = StorageLevel.DISK_ONLY,
         collect_limit: int | None = None,
     ) -> SparkEngine:
         """An engine on a SparkSession for ``master`` (``local[2]``, ``spark://host:7077``, ``yarn``, ...).
@@ -144,7 +153,12 @@ class SparkEngine:
         builder = SparkSession.builder.master(master).appName(app_name)
         for key, value in (conf or {}).items():
             builder = builder.config(key, value)
-        engine = cls(builder.getOrCreate(), storage_level=storage_level, collect_limit=collect_limit)
+        engine = cls(
+            builder.getOrCreate(),
+            storage_level=storage_level,
+            staging_level=staging_level,
+            collect_limit=collect_limit,
+        )
         engine._owns_session = owns
         return engine
 
@@ -237,7 +251,7 @@ class SparkEngine:
         # The marker makes this plan differ from any query already cached (a DataFrame the caller
         # persisted): Spark would otherwise share that cache entry, and forget() would unpersist it.
         marker = sf.lit(uuid.uuid4().hex).alias(_SNAPSHOT_MARKER)
-        persisted = frame.select(*[col(c) for c in info.column_names], marker).persist(self._storage_level)
+        persisted = frame.select(*[col(c) for c in info.column_names], marker).persist(self._staging_level)
         try:
             self._run(persisted.count)
         except InternalError:
@@ -302,9 +316,11 @@ class SparkEngine:
         drop_nonfinite: Sequence[str] = (),
         clamp: Mapping[str, tuple[float, float]] = NO_CLAMP,
     ) -> TableInfo:
-        """A new persisted snapshot of ``table`` with the policies applied (see ``Engine.apply_policies``).
+        """``table`` with the policies applied (see ``Engine.apply_policies``), read from the same persisted copy.
 
-        The new snapshot holds the public columns only: a unit index is dropped.
+        The policies (drop rows, clamp values) are a deterministic row-wise map of the persisted rows,
+        so the new snapshot is that map over them, not a second persisted copy: what releases read is
+        still fixed by the persisted copy. It holds the public columns only: a unit index is dropped.
         """
         self._check_open()
         snapshot = self._table(table)
@@ -316,7 +332,9 @@ class SparkEngine:
         described = tuple(_expr.column_info(f) for f in frame.schema.fields[: len(info.columns)])
         if described != info.columns:
             raise InternalError("a policy changed the table's schema")
-        self._replace(table, snapshot, frame, index_unit=None)
+        # Not read here: the map cannot fail on any row (``_expr.clamped`` moves the bounds into the
+        # column's type first; the drop conditions are NULL and NaN tests), and index_units reads it whole.
+        self._tables[table] = _Snapshot(frame, info, next(self._counter), snapshot.persisted)
         return info
 
     def index_units(
