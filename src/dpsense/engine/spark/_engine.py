@@ -101,7 +101,8 @@ class SparkEngine:
         spark: the session to run on (local mode for tests, a cluster's master URL in production).
         storage_level: how indexed snapshots (and the values an order statistic reads) are persisted.
         staging_level: how a registered snapshot is persisted until ``index_units`` replaces it (the
-            checks of registration read it a few times; on disk by default, out of the heap).
+            checks of registration read it a few times; on disk by default, out of the heap). A snapshot
+            that is never indexed (the engine used without a Session) is read from there by releases.
         collect_limit: the public default for ``collect``'s ``max_rows`` when the caller gives none;
             with neither, ``collect`` refuses before reading (the driver's memory needs a bound).
 
