@@ -278,8 +278,9 @@ def _run_end(lattice: Lattice, records: NDArray[Any], index: int, value: int) ->
     return lo + int(np.searchsorted(lattice.positions(records[lo : hi + 1]), value, side="right"))
 
 
-#: A window leaves out weight at most 2^-80 of the exact segment's in all (``rank_window``; the sampler's limit).
-_WINDOW_LEFT_OUT_BITS = 80
+#: A window leaves out weight at most 2^-56 of the exact segment's in all (``rank_window``; the sampler's limit,
+#: ``categorical.OUTSIDE_LIMIT``).
+_WINDOW_LEFT_OUT_BITS = 56
 
 
 @dataclass(frozen=True)
@@ -306,33 +307,41 @@ def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction) -> Windo
     """The segments within the ranks of q n where exp(-rate E) is not negligible; ``None`` when that is all of them.
 
     A segment with b < r_lo has exponent >= floor(q n D) - (r_lo - 1) D >= R, one with a > r_hi has
-    exponent >= (r_hi + 1) D - ceil(q n D) >= R, R = the reach in exponent units: every segment outside
-    the window weighs at most its base measure times exp(-rate R) (docs/math/floating-point.md §9.3, "Windows").
-    The segment holding q n in the first set (an occupied cell or integer, exponent 0, measure w_0) is in the
-    window, so the weight left out, relative to the window's largest, is at most count B / w_0 exp(-rate R)
-    (B bounds a measure outside, count the segments): R is chosen to make that 2^-80 with a margin. The
-    segments of ranks in [r_lo, r_hi] are the runs holding records r_lo - 1 .. r_hi of the sorted records:
-    only records near those are mapped to each candidate set.
+    exponent >= (r_hi + 1) D - ceil(q n D) >= R, R = the reach in exponent units: the segments outside the
+    window weigh at most their base measures' sum times exp(-rate R) (docs/math/floating-point.md §9.3,
+    "Windows"). A candidate set's segments split its candidates, so their measures sum to the set's total
+    measure, its weight times its candidates (``total_measure``): M, the sum over the sets, bounds the measures
+    left out. The segment holding q n in the first set (an occupied cell or integer, exponent 0, measure w_0)
+    is in the window, so the weight left out, relative to the window's largest, is at most M / w_0
+    exp(-rate R): R is chosen to make that 2^-56 with a margin. The segments of ranks in [r_lo, r_hi] are the
+    runs holding records r_lo - 1 .. r_hi of the sorted records: only records near those are mapped to each
+    candidate set.
     """
     n = candidates.records.size
     target = Target.of(n, q, epsilon, fitted=candidates.misfits is not None)
     rate = float(target.rate) if target.rate < 2**1000 else math.inf
     if not 0.0 < rate < math.inf:
         return None
-    lattices, weights = candidates.lattices, candidates.weights
-    heaviest = max(weight * lattice.resolution for lattice, weight in zip(lattices, weights, strict=True))
-    most = (2 * n + 1) * len(lattices)
-    bits = most.bit_length() + heaviest.bit_length() - weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
+    measure = total_measure(candidates)
+    bits = measure.bit_length() - candidates.weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
     reach = math.ceil((bits * math.log(2) + 2.0) / rate) + 1
     r_lo = (target.low - reach) // target.grid + 1
     r_hi = -(-(target.high + reach) // target.grid) - 1
     if r_lo <= 0 and r_hi >= n:
         return None
     first, last = max(r_lo - 1, 0), min(r_hi, n - 1)
-    pieces = [_local_piece(lattice, candidates.records, first, last) for lattice in lattices]
+    pieces = [_local_piece(lattice, candidates.records, first, last) for lattice in candidates.lattices]
     table = _segment_table(candidates, target, pieces)
-    outside = Outside(count=most - table.lengths.size, base=math.ldexp(1.0, heaviest.bit_length()), exponent=reach)
+    outside = Outside(measure=math.ldexp(1.0, measure.bit_length()), exponent=reach)
     return Window(table, tuple(int(piece.below[0]) for piece in pieces), outside)
+
+
+def total_measure(candidates: Candidates) -> int:
+    """The base measure of every candidate of every set: sum of weight x candidates (positions p % stride == offset)."""
+    return sum(
+        weight * ((lattice.resolution - 1 - lattice.offset) // lattice.stride + 1)
+        for lattice, weight in zip(candidates.lattices, candidates.weights, strict=True)
+    )
 
 
 def _accepted(table: RankTable, runs: I64) -> NDArray[np.bool_]:

@@ -115,17 +115,17 @@ class CategoricalSampler:
             precision += PRECISION_STEP
 
 
-#: Largest certified weight a window may leave outside (relative to its largest weight, 1): far below the
-#: margin's float error terms (about 2^-46), so a window's margin equals the whole table's to ~2^-30.
-OUTSIDE_LIMIT = 2.0**-80
+#: Largest certified weight a window may leave outside (relative to its largest weight, 1). It joins the
+#: margin's error term: at most 2 x 2^-56 = 2^-55 more, under 2^-9 of the margin's constant EVAL_SLACK (2^-46),
+#: so the fallback's bound 2 (m + 1) margin grows by under 0.2 % (docs/math/floating-point.md §9.3, "Windows").
+OUTSIDE_LIMIT = 2.0**-56
 
 
 @dataclass(frozen=True)
 class Outside:
-    """What bounds the categories a window leaves out: how many, and bounds on their measures and exponents."""
+    """What bounds the categories a window leaves out: their base measures' sum, and their exponents."""
 
-    count: int
-    base: float  # >= every base measure outside (> 0)
+    measure: float  # >= the sum of the base measures outside (0: nothing is left out)
     exponent: int  # <= every exponent outside
 
 
@@ -160,10 +160,10 @@ class WindowedSampler:
         base, exps, rate = _validate(base_measure, exponents, rate)
         positive = base > 0
         e0 = int(exps[positive].min())
-        if outside.count and (outside.exponent <= e0 or not outside.base > 0):
+        if not outside.measure >= 0 or (outside.measure and outside.exponent <= e0):
             return None
         shifts = np.where(positive, exps - e0, 0).astype(np.int64)
-        bound = (outside.count, outside.base, outside.exponent - e0) if outside.count else None
+        bound = (outside.measure, outside.exponent - e0) if outside.measure else None
         cumulative, margin, weight = _float_table(base, shifts, rate, outside=bound)
         if not weight <= OUTSIDE_LIMIT:
             return None
@@ -206,11 +206,11 @@ def sample_categorical(base_measure: ArrayLike, exponents: ArrayLike, rate: Frac
 
 
 def _float_table(
-    base: F64, shifts: I64, rate: Fraction, *, outside: tuple[int, float, int] | None = None
+    base: F64, shifts: I64, rate: Fraction, *, outside: tuple[float, int] | None = None
 ) -> tuple[F64, float, float]:
     """Normalised cumulative weights (length m+1, from 0 to 1), the certified decision margin, the weight outside.
 
-    ``outside = (count, base bound, shift bound)`` describes the categories a window leaves out
+    ``outside = (bound on the sum of measures, shift bound)`` describes the categories a window leaves out
     (``WindowedSampler``); their certified normalised weight (the third value, 0 without a window)
     joins the error bound.
     """
@@ -259,20 +259,20 @@ def _float_table(
     return cumulative, bound * (1.0 + 2.0**-30) + EVAL_SLACK, weight_outside
 
 
-def _outside_weight(outside: tuple[int, float, int], rate_f: float, x_max: int, top: float) -> float:
-    """An upper bound on the normalised weights left out of a window: count * B 2^-x_max exp(-a k - top).
+def _outside_weight(outside: tuple[float, int], rate_f: float, x_max: int, top: float) -> float:
+    """An upper bound on the normalised weights left out of a window: M 2^-x_max exp(-a k - top).
 
     The table's exact weights are m_i 2^-x_max exp(-a k_i - top) (``top`` = max l, one common constant),
-    so each category outside, with m_i <= B and k_i >= k, weighs at most the bound's term; the float
-    evaluation errs by far less than the slack (each term within 2^-50 relative).
+    so the categories outside, with sum m_i <= M and every k_i >= k, weigh at most that in all; the float
+    evaluation errs by far less than the slack (within 2^-50 relative).
     """
-    count, base, shift = outside
-    terms = (math.log(base), x_max * _LN2, rate_f * shift, top)
+    measure, shift = outside
+    terms = (math.log(measure), x_max * _LN2, rate_f * shift, top)
     exponent = terms[0] - terms[1] - terms[2] - terms[3]
     exponent += 2.0**-30 * sum(abs(t) for t in terms) + 2.0**-40
     if not exponent < 700.0:  # far too heavy (or NaN): no window
         return math.inf
-    return count * (math.exp(exponent) * (1.0 + 2.0**-40) + 2.0**-1070)
+    return math.exp(exponent) * (1.0 + 2.0**-40) + 2.0**-1070
 
 
 class _ExactTables:

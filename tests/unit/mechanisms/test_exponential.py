@@ -559,9 +559,11 @@ def test_the_window_holds_the_whole_tables_rows_and_leaves_out_only_light_ones(c
     for name in ("lengths", "starts", "counts", "parts", "exponents", "sides"):
         np.testing.assert_array_equal(getattr(window.table, name), getattr(whole, name)[index])
     left_out = np.setdiff1d(np.arange(whole.lengths.size), index)
-    assert left_out.size <= window.outside.count
     assert int(whole.exponents[left_out].min()) >= window.outside.exponent
-    assert float(whole.lengths[left_out].max()) <= window.outside.base
+    assert float(whole.lengths[left_out].sum()) <= window.outside.measure
+    # the bound is the sets' total measure: every candidate's, which the whole table's segments sum to exactly
+    assert int(whole.lengths.sum()) == rank_sampler.total_measure(candidates)
+    assert window.outside.measure <= 2 * rank_sampler.total_measure(candidates)
 
 
 @pytest.mark.parametrize("case", range(6))

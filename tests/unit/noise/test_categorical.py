@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
 from fractions import Fraction
@@ -166,9 +167,7 @@ def _window(lo: int, hi: int) -> tuple[categorical.WindowedSampler | None, Categ
     base, exponents, rate = _light_tails()
     whole = CategoricalSampler.build(base, exponents, rate)
     left_out = np.r_[0:lo, hi : base.size]
-    outside = categorical.Outside(
-        count=left_out.size, base=float(base[left_out].max()), exponent=int(exponents[left_out].min())
-    )
+    outside = categorical.Outside(measure=float(base[left_out].sum()), exponent=int(exponents[left_out].min()))
     window = categorical.WindowedSampler.build(
         base[lo:hi], exponents[lo:hi], rate, outside=outside, whole=lambda: whole
     )
@@ -213,7 +212,7 @@ def test_the_window_margin_certifies_the_whole_law() -> None:
     rate = Fraction(1)
     window_lo, window_hi = 60, 140  # outside: exponents >= 120, weight < e^-100 each
     left_out = np.r_[0:window_lo, window_hi:200]
-    outside = categorical.Outside(count=left_out.size, base=2.0**40, exponent=int(exponents[left_out].min()))
+    outside = categorical.Outside(measure=left_out.size * 2.0**40, exponent=int(exponents[left_out].min()))
     table = categorical.WindowedSampler.build(
         base[window_lo:window_hi],
         exponents[window_lo:window_hi],
@@ -226,3 +225,20 @@ def test_the_window_margin_certifies_the_whole_law() -> None:
     bound = table.margin - categorical.EVAL_SLACK
     for k, approx in enumerate(table.cumulative.tolist()):
         assert abs(Decimal(approx) - truth[window_lo + k]) <= Decimal(bound)
+
+
+@pytest.mark.parametrize(("left_out_weight", "accepted"), [(2.0**-57, True), (2.0**-55, False)])
+def test_a_window_is_used_only_below_the_outside_limit(left_out_weight: float, accepted: bool) -> None:
+    # ten categories of measure 1 and exponent 0 (largest weight 1); outside: measure M at exponent 1,
+    # so the certified weight left out is M e^-1, on either side of OUTSIDE_LIMIT = 2^-56
+    def window(outside: categorical.Outside) -> categorical.WindowedSampler | None:
+        base, exponents = np.ones(10), np.zeros(10, dtype=np.int64)
+        whole = CategoricalSampler.build(base, exponents, Fraction(1))
+        return categorical.WindowedSampler.build(base, exponents, Fraction(1), outside=outside, whole=lambda: whole)
+
+    windowed = window(categorical.Outside(measure=left_out_weight * math.e, exponent=1))
+    assert (windowed is not None) is accepted
+    if windowed is not None:  # the left-out weight joins the margin: 2 x 2^-57 / T (T = 10) more than nothing left out
+        alone = window(categorical.Outside(measure=0.0, exponent=0))
+        assert alone is not None
+        assert windowed.margin - alone.margin == pytest.approx(2 * 2.0**-57 / 10, rel=2.0**-20)
