@@ -335,7 +335,7 @@ def capturing() -> Iterator[Capture]:
         for module in (_steps, _data_dependent):  # the statistics call _steps.additive_noise through the module
             mp.setattr(module, "additive_noise", additive)
 
-        original_order = _data_dependent.order_release
+        original_order = _steps.order_release
 
         def order_release(
             step: PlanStep,
@@ -365,7 +365,20 @@ def capturing() -> Iterator[Capture]:
             finally:
                 cap.pending = None
 
-        mp.setattr(_data_dependent, "order_release", order_release)
+        # order_releases runs order_release group by group, except the EM quantile's groups, drawn together
+        mp.setattr(_steps, "order_release", order_release)
+
+        original_em_groups = mech.em_quantile_groups
+
+        def em_quantile_groups(groups: Any, **kw: Any) -> Any:
+            for x in groups:  # one "order" call per group, as order_release records, with its mechanism attached
+                call = cap.add(
+                    "order", cap.value_step(), _materialize(x), q=kw["q"], bounds=kw["bounds"], eps=kw["epsilon"]
+                )
+                call.extra["mechanisms"] = [("em_quantile", dict(kw), _materialize(x))]
+            return original_em_groups(groups, **kw)
+
+        mp.setattr(mech, "em_quantile_groups", em_quantile_groups)
 
         original_joint = _data_dependent.joint_release
 

@@ -414,12 +414,12 @@ def test_a_declared_step_median_under_replace_and_a_broken_epsilon(
     if broken:
         from dpsense.release import _data_dependent
 
-        original = _data_dependent.order_release
+        original = _data_dependent.order_releases
 
         def doubled(step: Any, x: Any, q: Any, bounds: Any, eps: Fraction, adj: Any, **kw: Any) -> Any:
             return original(step, x, q, bounds, 2 * eps if kw.get("recording_step") else eps, adj, **kw)
 
-        monkeypatch.setattr(_data_dependent, "order_release", doubled)
+        monkeypatch.setattr(_data_dependent, "order_releases", doubled)
     ox, oy = _issue_13_releases(tmp_path, dp.median("v"), steps={"v": "10"})
     assert ox.status == oy.status == "ok", (ox.error, oy.error)
     laws = []

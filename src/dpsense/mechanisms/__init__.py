@@ -36,7 +36,7 @@ from dpsense.mechanisms.ptr_statistics import (
     ptr_triangle_count,
     ptr_trimmed_mean,
 )
-from dpsense.mechanisms.quantile import em_quantile, em_quantiles
+from dpsense.mechanisms.quantile import em_quantile, em_quantile_groups, em_quantiles
 from dpsense.mechanisms.result import Accuracy, MechanismResult
 from dpsense.mechanisms.smooth import (
     smooth_median,
@@ -57,6 +57,7 @@ __all__ = [
     "clipped_mean",
     "discrete_gaussian",
     "em_quantile",
+    "em_quantile_groups",
     "em_quantiles",
     "estimate_counts_grr",
     "estimate_counts_oue",

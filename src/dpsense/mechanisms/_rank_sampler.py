@@ -6,15 +6,17 @@ off its decimal grid (the fit), and is proposed with weight (base measure) exp(-
 ``dpsense.noise.categorical``; an exact Bernoulli step accepts it when q n D is not whole. When the
 segments far from q n are negligible only a window around it enters the float table, with a certified
 bound on what it leaves out, and the whole table is built on the rare draw the window cannot decide:
-the same draws from the same words. Proofs: docs/math/exponential-mechanism.md §8.1 ("Exact
-exponents"), §8.6 (the fit); docs/math/floating-point.md §9.3 ("Windows").
+the same draws from the same words. The groups of a grouped release build their windows and float tables
+together (``draw_groups``) and draw in order: the same draws as group by group. Proofs:
+docs/math/exponential-mechanism.md §8.1 ("Exact exponents"), §8.6 (the fit); docs/math/floating-point.md §9.3
+("Windows", "Tables built together").
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -323,8 +325,7 @@ def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction) -> Windo
     if not 0.0 < rate < math.inf:
         return None
     measure = total_measure(candidates)
-    bits = measure.bit_length() - candidates.weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
-    reach = math.ceil((bits * math.log(2) + 2.0) / rate) + 1
+    reach = _reach(candidates, rate)
     r_lo = (target.low - reach) // target.grid + 1
     r_hi = -(-(target.high + reach) // target.grid) - 1
     if r_lo <= 0 and r_hi >= n:
@@ -342,6 +343,314 @@ def total_measure(candidates: Candidates) -> int:
         weight * ((lattice.resolution - 1 - lattice.offset) // lattice.stride + 1)
         for lattice, weight in zip(candidates.lattices, candidates.weights, strict=True)
     )
+
+
+def draw_groups(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) -> list[tuple[int, int]]:
+    """One draw for each group, in order: what ``draw(group, q, epsilon, 1)`` returns from the same words.
+
+    The groups' windows (``rank_window``; the whole table when the window would hold it all) are built
+    together (``_group_windows``) and their float tables too (``WindowedSampler.build_many``); each group's
+    draw then runs as ``draw``'s does, group by group. A group without records, or with other candidate sets
+    or another rate, and one whose window the sampler refuses, takes ``draw`` itself. A window and the whole
+    table give the same index from the same words (docs/math/floating-point.md §9.3), so the draws equal
+    those of ``draw`` called for each group in turn.
+    """
+    out = []
+    for batch in _batches(groups, q, epsilon):
+        for candidates, one in zip(batch, _group_windows(batch, q, epsilon), strict=True):
+            parts, positions = draw(candidates, q, epsilon, 1) if one is None else _draw_window(candidates, *one, 1)
+            out.append((int(parts[0]), int(positions[0])))
+    return out
+
+
+#: Records the windows of one batch of groups may hold: their tables (a few segments a record in each candidate
+#: set, some thirty arrays of them) then stay in the processor's cache; all groups in one batch ran 2-3x slower.
+BATCH_RECORDS = 1 << 14
+
+
+def _batches(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) -> list[Sequence[Candidates]]:
+    """Consecutive groups whose windows hold about ``BATCH_RECORDS`` records in all (at least one group each)."""
+    if not groups:
+        return []
+    target = Target.of(groups[0].records.size, q, epsilon, fitted=groups[0].misfits is not None)
+    rate = float(target.rate) if target.rate < 2**1000 else math.inf
+    span = len(groups[0].records) if not 0.0 < rate < math.inf else 2 * (_reach(groups[0], rate) // target.grid) + 2
+    batches, start, held = [], 0, 0
+    for g, candidates in enumerate(groups):
+        held += min(candidates.records.size, span)
+        if held > BATCH_RECORDS and g > start:
+            batches.append(groups[start:g])
+            start, held = g, min(candidates.records.size, span)
+    batches.append(groups[start:])
+    return batches
+
+
+def _reach(candidates: Candidates, rate: float) -> int:
+    """The window's reach R in exponent units (``rank_window``): M / w_0 exp(-rate R) <= 2^-56 with a margin."""
+    bits = total_measure(candidates).bit_length() - candidates.weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
+    return math.ceil((bits * math.log(2) + 2.0) / rate) + 1
+
+
+def _group_windows(
+    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction
+) -> list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None]:
+    """``rank_window`` and ``WindowedSampler.build`` for many groups at once (``None`` where a group takes ``draw``)."""
+    out: list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None] = [None] * len(groups)
+    if not groups:
+        return out
+    model = groups[0]
+    fitted = model.misfits is not None
+    targets = [Target.of(c.records.size, q, epsilon, fitted=fitted) for c in groups]
+    rate = targets[0].rate
+    chosen = [
+        g
+        for g, (c, t) in enumerate(zip(groups, targets, strict=True))
+        if c.records.size
+        and c.lattices == model.lattices
+        and c.weights == model.weights
+        and (c.misfits is not None) == fitted
+        and t.rate == rate
+        and t.grid == targets[0].grid
+    ]
+    rate_f = float(rate) if rate < 2**1000 else math.inf
+    if not chosen or not 0.0 < rate_f < math.inf:
+        return out
+    measure = total_measure(model)
+    reach = _reach(model, rate_f)
+    grid = targets[0].grid
+    n = np.array([groups[g].records.size for g in chosen], dtype=np.int64)
+    low = np.array([targets[g].low for g in chosen], dtype=np.int64)
+    high = np.array([targets[g].high for g in chosen], dtype=np.int64)
+    r_lo = (low - reach) // grid + 1
+    r_hi = -(-(high + reach) // grid) - 1
+    partial = (r_lo > 0) | (r_hi < n)  # else the window holds the whole table: nothing is left out
+    first, last = np.maximum(r_lo - 1, 0), np.minimum(r_hi, n - 1)
+    records = np.concatenate([groups[g].records for g in chosen])
+    origin = np.cumsum(n) - n
+    pieces = [_group_pieces(lattice, records, origin, n, first, last) for lattice in model.lattices]
+    misfits = np.array([groups[g].misfits or () for g in chosen], dtype=np.int64).reshape(n.size, -1)
+    tables = _group_tables(model, [targets[g] for g in chosen], pieces, misfits)
+    starts = np.cumsum([0] + [t.lengths.size for t in tables]).astype(np.int64)
+    outside = [
+        Outside(measure=math.ldexp(1.0, measure.bit_length()) if cut else 0.0, exponent=reach if cut else 0)
+        for cut in partial.tolist()
+    ]
+    wholes = [functools.cache(lambda c=groups[g]: rank_table(c, q, epsilon)) for g in chosen]
+    samplers = WindowedSampler.build_many(
+        np.concatenate([t.lengths for t in tables]),
+        np.concatenate([t.exponents for t in tables]),
+        rate,
+        starts,
+        outside=outside,
+        whole=[_whole_sampler(whole) for whole in wholes],
+    )
+    for k, g in enumerate(chosen):
+        sampler = samplers[k]
+        if sampler is not None:
+            firsts = tuple(int(piece.below[piece.head[k]]) for piece in pieces)
+            out[g] = (Window(tables[k], firsts, outside[k]), sampler, wholes[k])
+    return out
+
+
+def _whole_sampler(whole: Callable[[], RankTable]) -> Callable[[], CategoricalSampler]:
+    return lambda: CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate)
+
+
+def _group_tables(model: Candidates, targets: list[Target], pieces: list[_Pieces], misfits: I64) -> list[RankTable]:
+    """``_segment_table`` of every group at once: group g's runs are ``pieces[l]``'s g-th piece in set l."""
+    groups, sets = len(targets), len(pieces)
+    sizes = np.stack([2 * piece.runs + 1 for piece in pieces], axis=1)  # (group, set): segments, group-major
+    flat = sizes.ravel()
+    offsets = (np.cumsum(flat) - flat).reshape(groups, sets)
+    total = int(flat.sum())
+    starts, counts, a, b, mass, parts = (np.empty(total, dtype=np.int64) for _ in range(6))
+    for part, (lattice, weight, piece) in enumerate(zip(model.lattices, model.weights, pieces, strict=True)):
+        k = piece.runs
+        edge_at = np.cumsum(k + 2) - (k + 2)
+        run_at = piece.head
+        gaps, ramp = k + 1, _ramp(k + 1)
+        edge = np.repeat(edge_at, gaps) + ramp
+        gap_start = piece.edges[edge] + 1
+        gap_length = piece.edges[edge + 1] - piece.edges[edge] - 1
+        before = np.repeat(run_at, gaps) + ramp - 1
+        rank = np.where(ramp == 0, piece.below[np.repeat(run_at, gaps)], piece.through[np.maximum(before, 0)])
+        run_ramp = _ramp(k)
+        run_start = piece.edges[np.repeat(edge_at, k) + run_ramp + 1]
+        seg_start = np.concatenate((gap_start, run_start))
+        seg_length = np.concatenate((gap_length, np.ones(run_start.size, dtype=np.int64)))
+        if lattice.stride > 1:  # only positions p % stride == offset are candidates: count and align those
+            ends = seg_start + seg_length - 1
+            seg_start += (lattice.offset - seg_start) % lattice.stride
+            seg_length = np.where(ends >= seg_start, (ends - seg_start) // lattice.stride + 1, 0)
+        at = np.concatenate(
+            (np.repeat(offsets[:, part], gaps) + 2 * ramp, np.repeat(offsets[:, part], k) + 2 * run_ramp + 1)
+        )
+        starts[at], counts[at] = seg_start, seg_length
+        a[at] = np.concatenate((rank, piece.below))
+        b[at] = np.concatenate((rank, piece.through))
+        mass[at] = seg_length * weight
+        parts[at] = part
+    per_group = sizes.sum(axis=1)
+    owner = np.repeat(np.arange(groups), per_group)
+    grid = targets[0].grid
+    low = np.array([t.low for t in targets], dtype=np.int64)[owner]
+    high = np.array([t.high for t in targets], dtype=np.int64)[owner]
+    below_target = b < np.array([t.split for t in targets], dtype=np.int64)[owner]
+    above_target = a > np.array([t.floor for t in targets], dtype=np.int64)[owner]
+    exponents = np.maximum(low - b * grid, a * grid - high)
+    np.maximum(exponents, 0, out=exponents)
+    if model.misfits is not None and targets[0].misfit:
+        exponents += np.repeat(misfits.ravel() * targets[0].misfit, flat)
+    sides = (EXACT - 2 * below_target - above_target).astype(np.int8)
+    lengths = mass.astype(np.float64)
+    bounds = np.cumsum(per_group) - per_group
+    tables = []
+    for g, t in enumerate(targets):
+        view = slice(int(bounds[g]), int(bounds[g] + per_group[g]))
+        tables.append(
+            RankTable(
+                lengths=lengths[view],
+                starts=starts[view],
+                counts=counts[view],
+                parts=parts[view],
+                exponents=exponents[view],
+                sides=sides[view],
+                rate=t.rate,
+                accept_below=t.accept_below,
+                accept_above=t.accept_above,
+            )
+        )
+    return tables
+
+
+def _ramp(counts: I64) -> I64:
+    """0..c-1 for each count c, concatenated."""
+    total = int(counts.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _group_pieces(lattice: Lattice, records: F64, origin: I64, n: I64, first: I64, last: I64) -> _Pieces:
+    """``_local_piece`` of every group at once: group g's records are ``records[origin[g]:origin[g] + n[g]]``.
+
+    The records near each group's ranks first..last (16 on each side) are mapped in one call; runs are split
+    at every change of position and at every group's start; a run reaching past a group's slice is followed
+    to its end by a binary search run for all such groups together (the map is non-decreasing). The pieces
+    are the ones ``_local_piece`` returns, group by group.
+    """
+    lo = np.maximum(first - 16, 0)
+    hi = np.minimum(last + 17, n)
+    widths = hi - lo
+    slice_at = np.cumsum(widths) - widths  # group g's slice in the mapped array
+    positions = lattice.positions(records[np.repeat(origin + lo - slice_at, widths) + np.arange(int(widths.sum()))])
+    marks = np.zeros(positions.size + 1, dtype=np.bool_)
+    marks[1:-1] = positions[1:] != positions[:-1]
+    marks[slice_at] = True
+    marks[-1] = True
+    run_starts = np.flatnonzero(marks)
+    i = np.searchsorted(run_starts, slice_at + first - lo, side="right") - 1
+    j = np.searchsorted(run_starts, slice_at + last - lo, side="right")
+    runs = j - i
+    at = np.repeat(i, runs) + _ramp(runs)
+    shift = np.repeat(lo - slice_at, runs)  # a mapped index plus shift is the record's rank in its group
+    below = run_starts[at] + shift
+    through = run_starts[at + 1] + shift
+    values = positions[run_starts[at]]
+    head = np.cumsum(runs) - runs  # each group's first run
+    tail = head + runs - 1
+    before = below[head] > 0
+    wide = np.flatnonzero(before & (below[head] == lo))  # the first run may begin before the slice
+    if wide.size:
+        below[head[wide]] = (
+            _run_bounds(lattice, records, origin[wide], origin[wide] + lo[wide], values[head[wide]], start=True)
+            - origin[wide]
+        )
+    wide = np.flatnonzero((through[tail] == hi) & (hi < n))  # the last run may end after it
+    if wide.size:
+        through[tail[wide]] = (
+            _run_bounds(
+                lattice, records, origin[wide] + hi[wide] - 1, origin[wide] + n[wide], values[tail[wide]], start=False
+            )
+            - origin[wide]
+        )
+    edges = np.empty(int(runs.sum()) + 2 * runs.size, dtype=np.int64)
+    edge_at = np.cumsum(runs + 2) - (runs + 2)
+    edges[np.repeat(edge_at + 1, runs) + _ramp(runs)] = values
+    edges[edge_at] = _neighbour(lattice, records, positions, origin, lo, slice_at, below[head] - 1, below[head] > 0, -1)
+    edges[edge_at + runs + 1] = _neighbour(
+        lattice, records, positions, origin, lo, slice_at, through[tail], through[tail] < n, lattice.resolution
+    )
+    return _Pieces(edges, below, through, runs)
+
+
+def _neighbour(
+    lattice: Lattice,
+    records: F64,
+    positions: I64,
+    origin: I64,
+    lo: I64,
+    slice_at: I64,
+    rank: I64,
+    present: NDArray[np.bool_],
+    missing: int,
+) -> I64:
+    """The position of each group's record ``rank`` (from its mapped slice if there), ``missing`` where absent."""
+    widths = np.diff(np.append(slice_at, positions.size))
+    inside = present & (rank >= lo) & (rank < lo + widths)
+    out = np.full(rank.size, missing, dtype=np.int64)
+    out[inside] = positions[(slice_at + rank - lo)[inside]]
+    outside = present & ~inside
+    if outside.any():
+        out[outside] = lattice.positions(records[(origin + rank)[outside]])
+    return out
+
+
+def _run_bounds(lattice: Lattice, records: F64, low: I64, high: I64, values: I64, *, start: bool) -> I64:
+    """Searches for many runs at once on the sorted records (the map to positions is non-decreasing).
+
+    ``start``: the first index in [low, high] whose position is ``values`` (record ``high`` has it). Else one past
+    the last such index in [low, high]: the first in (low, high) whose position is above (record ``low`` has it),
+    or ``high`` (the group's end). Each step maps ``_SEARCH_PROBES`` records of every range still open (a range
+    of at most four times as many is mapped whole), so a run of n records takes about log n / 5 steps.
+    """
+    lo, hi = (low.copy(), high.copy()) if start else (low + 1, high.copy())
+    while True:
+        active = np.flatnonzero(lo < hi)
+        if not active.size:
+            return lo
+        a, b = lo[active], hi[active]
+        steps = np.minimum(b - a, _SEARCH_PROBES)  # probes a + (i (b - a)) // steps, i = 0..steps - 1, then b
+        spread = np.arange(_SEARCH_PROBES + 1)
+        probes = np.where(
+            spread < steps[:, None], a[:, None] + (spread * (b - a)[:, None]) // steps[:, None], b[:, None]
+        )
+        inside = probes < b[:, None]  # record b is known to be past the bound, and may lie past the group: not mapped
+        found = np.zeros(probes.shape, dtype=np.int64)
+        found[inside] = lattice.positions(records[probes[inside]])
+        want = values[active][:, None]
+        ahead = ((found >= want) if start else (found > want)) | ~inside
+        k = np.argmax(ahead, axis=1)  # the first probe at or past the bound (b always is; k = 0: the bound is a)
+        rows = np.arange(active.size)
+        hi[active] = probes[rows, k]
+        lo[active] = np.where(k > 0, probes[rows, np.maximum(k - 1, 0)] + 1, a)
+
+
+#: Records each step of ``_run_bounds`` maps per open range.
+_SEARCH_PROBES = 32
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """The pieces of one candidate set for many groups: group g has runs[g] runs, and runs[g] + 2 edges."""
+
+    edges: I64
+    below: I64
+    through: I64
+    runs: I64
+
+    @property
+    def head(self) -> I64:
+        """Each group's first run (an index into ``below`` and ``through``)."""
+        return np.cumsum(self.runs) - self.runs
 
 
 def _accepted(table: RankTable, runs: I64) -> NDArray[np.bool_]:
@@ -378,18 +687,30 @@ def draw(candidates: Candidates, q: Fraction, epsilon: Fraction, size: int) -> t
             window.table.exponents,
             window.table.rate,
             outside=window.outside,
-            whole=lambda: CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate),
+            whole=_whole_sampler(whole),
         )
-    if window is None or windowed is None:
-        sampler = CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate)
-        table, at = whole(), sampler.draw(size)
-        if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
-            pending = np.flatnonzero(~_accepted(table, at))
-            while pending.size:
-                at[pending] = sampler.draw(pending.size)
-                pending = pending[~_accepted(table, at[pending])]
-    else:
-        table, at = _windowed_draws(window, windowed, whole, candidates, size)
+    if window is not None and windowed is not None:
+        return _draw_window(candidates, window, windowed, whole, size)
+    sampler = CategoricalSampler.build(whole().lengths, whole().exponents, whole().rate)
+    table, at = whole(), sampler.draw(size)
+    if table.accept_below or table.accept_above:  # a public fact of (q, D): exact rejection step
+        pending = np.flatnonzero(~_accepted(table, at))
+        while pending.size:
+            at[pending] = sampler.draw(pending.size)
+            pending = pending[~_accepted(table, at[pending])]
+    return _chosen(candidates, table, at)
+
+
+def _draw_window(
+    candidates: Candidates, window: Window, sampler: WindowedSampler, whole: Callable[[], RankTable], size: int
+) -> tuple[I64, I64]:
+    """``draw`` from a window and its sampler."""
+    table, at = _windowed_draws(window, sampler, whole, candidates, size)
+    return _chosen(candidates, table, at)
+
+
+def _chosen(candidates: Candidates, table: RankTable, at: I64) -> tuple[I64, I64]:
+    """The drawn segments' candidate sets, and a uniform candidate position in each (the last words used)."""
     strides = np.array([lattice.stride for lattice in candidates.lattices], dtype=np.int64)[table.parts[at]]
     return table.parts[at], table.starts[at] + strides * exact.uniform_below(table.counts[at])
 

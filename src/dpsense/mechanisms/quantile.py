@@ -49,7 +49,7 @@ from dpsense.mechanisms._quantile_candidates import (
     step_candidates,
     step_span,
 )
-from dpsense.mechanisms._rank_sampler import FIT_WEIGHT, draw
+from dpsense.mechanisms._rank_sampler import FIT_WEIGHT, draw, draw_groups
 from dpsense.mechanisms.result import MechanismResult
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "DecimalGrid",
     "decimal_grids",
     "em_quantile",
+    "em_quantile_groups",
     "em_quantiles",
     "integer_candidates",
     "integer_span",
@@ -208,19 +209,64 @@ def em_quantile(
         epsilon not > 0. None of these depends on the values beyond their shape and NaN.
 
     """
+    (result,) = em_quantile_groups(
+        [values],
+        q=q,
+        bounds=bounds,
+        epsilon=epsilon,
+        resolution=resolution,
+        adjacency=adjacency,
+        integers=integers,
+        decimal_points=decimal_points,
+        step=step,
+    )
+    return result
+
+
+def em_quantile_groups(
+    groups: Sequence[ArrayLike],
+    *,
+    q: NumberLike,
+    bounds: tuple[float, float],
+    epsilon: NumberLike,
+    resolution: int | None = None,
+    adjacency: Adjacency | None = None,
+    integers: bool = False,
+    decimal_points: bool = False,
+    step: NumberLike | DecimalStep | None = None,
+) -> list[MechanismResult]:
+    """``em_quantile`` of each group's records, in order: the same law, and the same draws from the same words.
+
+    Guarantee: each result is epsilon-DP for one record of its group under ``adjacency``, exactly as
+    ``em_quantile`` (docs/math/exponential-mechanism.md §8.2); the groups are the caller's disjoint
+    partition, so how their losses combine is the caller's (parallel composition over public groups).
+    The windows and float tables of consecutive groups are built together (``_rank_sampler.draw_groups``):
+    one group's draw is the one ``em_quantile`` makes, and the groups draw in order, so under a test
+    source the values equal those of ``em_quantile`` called for each group in turn.
+    """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    candidates, release = prepared(values, bounds, resolution, integers, decimal_points, step)
-    sensitivity = utility_sensitivity(quantile, adjacency, fitted=candidates.misfits is not None)
-    part, chosen = draw(candidates, quantile, eps / sensitivity, 1)
-    return MechanismResult(
-        value=float(release(part, chosen)[0]),
-        loss=PureDP(eps),
-        accuracy=None,
-        mechanism=MECHANISM,
-        guarantee=_guarantee(eps, sensitivity, 1, adjacency),
-        details={"q": str(quantile), **_details(eps, sensitivity, candidates, 1, integers)},
-    )
+    prepared_groups = [prepared(values, bounds, resolution, integers, decimal_points, step) for values in groups]
+    if not prepared_groups:
+        return []
+    fitted = prepared_groups[0][0].misfits is not None
+    sensitivity = utility_sensitivity(quantile, adjacency, fitted=fitted)
+    chosen = draw_groups([candidates for candidates, _ in prepared_groups], quantile, eps / sensitivity)
+    guarantee = _guarantee(eps, sensitivity, 1, adjacency)
+    results = []
+    for (candidates, release), (part, position) in zip(prepared_groups, chosen, strict=True):
+        value = release(np.array([part], dtype=np.int64), np.array([position], dtype=np.int64))[0]
+        results.append(
+            MechanismResult(
+                value=float(value),
+                loss=PureDP(eps),
+                accuracy=None,
+                mechanism=MECHANISM,
+                guarantee=guarantee,
+                details={"q": str(quantile), **_details(eps, sensitivity, candidates, 1, integers)},
+            )
+        )
+    return results
 
 
 def em_quantiles(

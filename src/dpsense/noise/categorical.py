@@ -169,6 +169,49 @@ class WindowedSampler:
             return None
         return cls(cumulative, margin, whole)
 
+    @classmethod
+    def build_many(
+        cls,
+        base_measure: ArrayLike,
+        exponents: ArrayLike,
+        rate: Fraction,
+        starts: I64,
+        *,
+        outside: Sequence[Outside],
+        whole: Sequence[Callable[[], CategoricalSampler]],
+    ) -> list[WindowedSampler | None]:
+        """``build`` for consecutive windows at once: window g holds the categories ``starts[g]:starts[g + 1]``.
+
+        Each sampler is the one ``build`` returns for its window (its own margin, ``None`` under the same
+        conditions, or when the window has no positive measure); the float tables are computed together
+        (``_float_tables``). ``outside[g]`` and ``whole[g]`` belong to window g.
+        """
+        base, exps, rate = _validate(base_measure, exponents, rate)
+        starts = np.asarray(starts, dtype=np.int64)
+        sizes = np.diff(starts)
+        if starts[0] != 0 or starts[-1] != base.size or bool(np.any(sizes < 1)):
+            raise UsageError("windows must split the categories into non-empty runs", starts, "pass increasing starts")
+        if len(outside) != sizes.size or len(whole) != sizes.size:
+            raise UsageError("one outside bound and one whole law per window", len(outside), "pass one each")
+        first = starts[:-1]
+        positive = base > 0
+        e0 = np.minimum.reduceat(np.where(positive, exps, np.iinfo(np.int64).max), first)
+        usable = np.add.reduceat(positive, first) > 0
+        measures = np.array([o.measure for o in outside], dtype=np.float64)
+        beyond = np.array([o.exponent for o in outside], dtype=np.int64)
+        usable &= measures >= 0  # also refuses NaN
+        usable &= (measures == 0) | (beyond > e0)
+        shifts = np.where(positive, exps - e0[np.repeat(np.arange(sizes.size), sizes)], 0).astype(np.int64)
+        bounds = (np.where(usable, measures, 0.0), np.where(usable & (measures > 0), beyond - e0, 0))
+        cumulative, margins, weights = _float_tables(base, shifts, rate, starts, outside=bounds)
+        usable &= weights <= OUTSIDE_LIMIT
+        out: list[WindowedSampler | None] = []
+        for g, (lo, hi) in enumerate(
+            zip((first + np.arange(sizes.size)).tolist(), (starts[1:] + np.arange(sizes.size)).tolist(), strict=True)
+        ):
+            out.append(cls(cumulative[lo : hi + 1], float(margins[g]), whole[g]) if usable[g] else None)
+        return out
+
     def draw(self, size: int = 1) -> tuple[I64, BOOL]:
         """``size`` independent exact draws: (index, in the window); a window row, or else the whole law's index."""
         words = entropy.words(size)
@@ -212,67 +255,106 @@ def _float_table(
 
     ``outside = (bound on the sum of measures, shift bound)`` describes the categories a window leaves out
     (``WindowedSampler``); their certified normalised weight (the third value, 0 without a window)
-    joins the error bound.
+    joins the error bound. One table of ``_float_tables``.
+    """
+    starts = np.array([0, base.size], dtype=np.int64)
+    bounds = None
+    if outside is not None:
+        bounds = (np.array([outside[0]], dtype=np.float64), np.array([outside[1]], dtype=np.int64))
+    cumulative, margins, weights = _float_tables(base, shifts, rate, starts, outside=bounds)
+    return cumulative, float(margins[0]), float(weights[0])
+
+
+def _float_tables(
+    base: F64, shifts: I64, rate: Fraction, starts: I64, *, outside: tuple[F64, I64] | None = None
+) -> tuple[F64, F64, F64]:
+    """The float tables of consecutive laws at once: law g holds the categories ``starts[g]:starts[g + 1]`` (>= 1).
+
+    Each law's table is the one docs/math/floating-point.md §9.3 describes, with its own largest weight,
+    error bound and margin; the laws share only the limb width F = 61 - bitlen(m) of the whole array, so
+    the exact int64 prefix sums run once over all of them (a law's are differences of those: exact).
+    Returns the cumulative weights (law g's m_g + 1 boundaries, from 0 to 1, at ``starts[g] + g`` on), the
+    margins and the certified weights outside. ``outside = (bounds on the sums of measures, shift bounds)``,
+    one per law (a measure 0: nothing left out). ``shifts`` are per law: 0 at its largest positive term.
     """
     m = base.size
+    first = starts[:-1]
+    sizes = np.diff(starts)
+    law = np.repeat(np.arange(sizes.size), sizes)
     positive = base > 0
     try:
         rate_f = float(rate)
     except OverflowError:
         rate_f = math.inf
     mantissa, exponent = np.frexp(base)
+    exponent = exponent.astype(np.int64)
     with np.errstate(all="ignore"):
         d = np.where(shifts == 0, 0.0, rate_f * shifts.astype(np.float64))
-        live = positive & (d <= _NEGLIGIBLE_EXPONENT)  # never empty: some positive term has shift 0
-        ex_rel = np.abs((exponent - int(exponent[live].max())).astype(np.float64))
+        live = positive & (d <= _NEGLIGIBLE_EXPONENT)  # never empty in a law: a positive term has shift 0
+        x_max = np.maximum.reduceat(np.where(live, exponent, -(1 << 40)), first)
+        ex_rel = np.abs((exponent - x_max[law]).astype(np.float64))
         log_m = np.log(np.where(live, mantissa, 1.0)) - ex_rel * _LN2
         ell = np.where(live, log_m - d, -np.inf)
-        s = ell - ell.max()
-        s = np.where(live, s, -np.inf)
+        top = np.maximum.reduceat(ell, first)
+        s = np.where(live, ell - top[law], -np.inf)
         delta = np.where(live, ULP_BUDGET * (1.0 + ex_rel + np.abs(log_m) + d + np.abs(ell) + np.abs(s)), 0.0)
         w = np.where(live, np.exp(s), 0.0)
         err = np.exp(s + delta) * np.minimum(2.0, 2.0 * delta + 2.0**-47) * (1.0 + 2.0**-40) + 2.0**-1070
     err = np.where(live, err, np.where(positive, 2.0**-1000, 0.0))
-    weight_outside = 0.0
+    weights_outside = np.zeros(sizes.size, dtype=np.float64)
     if outside is not None:
-        weight_outside = _outside_weight(outside, rate_f, int(exponent[live].max()), float(ell.max()))
+        weights_outside = _outside_weights(outside, rate_f, x_max, top)
     # Exact prefix sums of w, cut into limbs of F bits (int64 cumsums cannot overflow: m 2^F < 2^61).
     bits = m.bit_length()
     limb_bits = 61 - bits
     limbs = -(-(60 + bits) // limb_bits)
+    boundaries = np.arange(m + sizes.size) - np.repeat(np.arange(sizes.size), sizes + 1)  # law g: first[g] + 0..m_g
+    origin = np.repeat(first, sizes + 1)
+    last = starts[1:] + np.arange(sizes.size)  # each law's total in the cumulative layout
     remainder = w.copy()
-    total = np.zeros(m + 1, dtype=np.float64)
+    total = np.zeros(m + sizes.size, dtype=np.float64)
     for level in range(limbs):
         remainder = np.ldexp(remainder, limb_bits)
         digit = np.floor(remainder)
         remainder -= digit
         prefix = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(digit.astype(np.int64), out=prefix[1:])
-        total += np.ldexp(prefix.astype(np.float64), -(level + 1) * limb_bits)
-    cumulative = total / total[m]
+        total += np.ldexp((prefix[boundaries] - prefix[origin]).astype(np.float64), -(level + 1) * limb_bits)
+    totals = total[last]
+    with np.errstate(all="ignore"):  # a law without positive measure (refused by the caller) divides 0 by 0
+        cumulative = total / np.repeat(totals, sizes + 1)
+        bound = 2.0 * _absolute(err, first, sizes, limbs * limb_bits, weights_outside, outside is not None)
+        bound /= totals * (1.0 - 2.0**-40)
+    return cumulative, bound * (1.0 + 2.0**-30) + EVAL_SLACK, weights_outside
+
+
+def _absolute(err: F64, first: I64, sizes: I64, cut: int, weights_outside: F64, windowed: bool) -> F64:
+    """Each law's total absolute error A (docs/math/floating-point.md §9.3): its weights' errors, the limbs' cut."""
     # |c_k - b_k| <= 2 A / T with A the total absolute error and T >= 1 the exact quantised total
-    # (total[m] is within (limbs + 1) 2^-53 of it, relative).
-    absolute = float(err.sum()) * (1.0 + 2.0**-30) + m * 2.0 ** (-limbs * limb_bits)
-    if outside is not None:  # the categories left out count as 0: their whole weight is their error
-        absolute = absolute * (1.0 + 2.0**-50) + weight_outside
-    bound = 2.0 * absolute / (float(total[m]) * (1.0 - 2.0**-40))
-    return cumulative, bound * (1.0 + 2.0**-30) + EVAL_SLACK, weight_outside
+    # (total[m] is within (limbs + 1) 2^-53 of it, relative); a law's m_g errors are summed in float, within
+    # (m_g - 1) 2^-53 of their sum (nonnegative terms, any order).
+    summed: F64 = np.add.reduceat(err, first) * (1.0 + 2.0**-30 + sizes * 2.0**-52)
+    absolute = summed + sizes * 2.0**-cut
+    if windowed:  # the categories left out count as 0: their whole weight is their error
+        absolute = absolute * (1.0 + 2.0**-50) + weights_outside
+    return absolute
 
 
-def _outside_weight(outside: tuple[float, int], rate_f: float, x_max: int, top: float) -> float:
-    """An upper bound on the normalised weights left out of a window: M 2^-x_max exp(-a k - top).
+def _outside_weights(outside: tuple[F64, I64], rate_f: float, x_max: I64, top: F64) -> F64:
+    """Upper bounds on the normalised weights left out of windows: M 2^-x_max exp(-a k - top), one per law.
 
-    The table's exact weights are m_i 2^-x_max exp(-a k_i - top) (``top`` = max l, one common constant),
-    so the categories outside, with sum m_i <= M and every k_i >= k, weigh at most that in all; the float
-    evaluation errs by far less than the slack (within 2^-50 relative).
+    A law's exact weights are m_i 2^-x_max exp(-a k_i - top) (``top`` = its max l, one common constant), so
+    the categories outside, with sum m_i <= M and every k_i >= k, weigh at most that in all; the float
+    evaluation errs by far less than the slack (within 2^-50 relative). A law with M = 0 leaves out nothing.
     """
     measure, shift = outside
-    terms = (math.log(measure), x_max * _LN2, rate_f * shift, top)
-    exponent = terms[0] - terms[1] - terms[2] - terms[3]
-    exponent += 2.0**-30 * sum(abs(t) for t in terms) + 2.0**-40
-    if not exponent < 700.0:  # far too heavy (or NaN): no window
-        return math.inf
-    return math.exp(exponent) * (1.0 + 2.0**-40) + 2.0**-1070
+    with np.errstate(all="ignore"):
+        terms = (np.log(measure), x_max.astype(np.float64) * _LN2, rate_f * shift.astype(np.float64), top)
+        exponent = terms[0] - terms[1] - terms[2] - terms[3]
+        exponent += 2.0**-30 * (np.abs(terms[0]) + np.abs(terms[1]) + np.abs(terms[2]) + np.abs(terms[3])) + 2.0**-40
+        weight = np.exp(exponent) * (1.0 + 2.0**-40) + 2.0**-1070
+    weight = np.where(exponent < 700.0, weight, np.inf)  # far too heavy (or NaN): no window
+    return np.where(measure == 0, 0.0, weight)
 
 
 class _ExactTables:

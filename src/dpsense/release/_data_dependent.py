@@ -49,7 +49,7 @@ from dpsense.statistics._steps import (
     check_result_loss,
     group_privacy,
     joint_release,
-    order_release,
+    order_releases,
     ptr_note,
     ptr_record_budget,
 )
@@ -94,21 +94,17 @@ class DataDependentSteps(ABC):
         low, high, integers, points = _candidates(agg, step)
         recorded = agg.step if step.mechanism is Mechanism.EM_QUANTILE else None
         eps = step.mechanism_epsilon
-        values: list[Any] = []
-        for x in self.present_values(agg, step):
-            values.append(
-                order_release(
-                    step,
-                    x,
-                    q,
-                    (low, high),
-                    eps,
-                    self.plan.adjacency,
-                    integers=integers,
-                    decimal_points=points,
-                    recording_step=recorded,
-                )
-            )
+        values: list[Any] = order_releases(
+            step,
+            self.present_values(agg, step),
+            q,
+            (low, high),
+            eps,
+            self.plan.adjacency,
+            integers=integers,
+            decimal_points=points,
+            recording_step=recorded,
+        )
         note = order_rank_note(agg, step, self.plan.adjacency)
         return Output(agg.name, values, [None] * len(values), note), [group_privacy(eps, step.unit_cost)]
 

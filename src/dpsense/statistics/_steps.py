@@ -11,6 +11,7 @@ public noise scales into the error bounds a ``Release`` shows (post-processing).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -126,6 +127,37 @@ def joint_release(
     )
     check_result_loss(result, PureDP(eps), step)
     return [float(v) for v in np.asarray(result.value, dtype=np.float64)]
+
+
+def order_releases(
+    step: PlanStep,
+    groups: Sequence[NDArray[np.float64]],
+    q: Fraction,
+    bounds: tuple[float, float],
+    eps: Fraction,
+    adj: Adjacency,
+    *,
+    integers: bool = False,
+    decimal_points: bool = False,
+    recording_step: DecimalStep | None = None,
+) -> list[float]:
+    """``order_release`` for each group in order; the EM quantile's groups are drawn together (same law, same draws)."""
+    if step.mechanism.family is not Family.EXPONENTIAL:
+        options: dict[str, Any] = {"integers": integers, "decimal_points": decimal_points}
+        return [order_release(step, x, q, bounds, eps, adj, **options, recording_step=recording_step) for x in groups]
+    results = mech.em_quantile_groups(
+        groups,
+        q=q,
+        bounds=bounds,
+        epsilon=eps,
+        adjacency=adj if adj is Adjacency.ADD_REMOVE else None,  # as ``order_release``: Δu under replace is 1
+        integers=integers,
+        decimal_points=decimal_points,
+        step=recording_step,
+    )
+    for result in results:
+        check_result_loss(result, PureDP(eps), step)
+    return [float(result.value) for result in results]
 
 
 def order_release(

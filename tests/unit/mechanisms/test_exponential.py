@@ -571,9 +571,86 @@ def test_a_windowed_release_equals_the_whole_tables_draw_for_draw(monkeypatch: p
     values, options = _large_inputs()[case]
     released = []
     for windowed in (True, False):
-        if not windowed:
+        if not windowed:  # every group by ``draw``, and ``draw`` on the whole table
+            monkeypatch.setattr(rank_sampler, "_group_windows", lambda groups, *_: [None] * len(groups))
             monkeypatch.setattr(rank_sampler, "rank_window", lambda *_: None)
         with deterministic_entropy(23):
             results = [em_quantile(values, bounds=(0.0, 100.0), epsilon=1, **options).value for _ in range(40)]  # type: ignore[arg-type]
             released.append((results, int(entropy.words(1)[0])))
     assert released[0] == released[1]
+
+
+def _group_inputs(kind: str, sizes: list[int], rng: np.random.Generator) -> list[np.ndarray]:
+    """Groups of records of one kind: continuous, ties at tenths, whole years, one value, the bounds."""
+    out = []
+    for n in sizes:
+        if kind == "continuous":
+            out.append(np.floor(rng.uniform(0, 100, n) * 1e4) / 1e4)
+        elif kind == "tenths":
+            out.append(np.round(rng.normal(40, 2, n), 1))
+        elif kind == "years":
+            out.append(np.round(rng.normal(40, 1, n)))
+        elif kind == "one value":
+            out.append(np.full(n, 37.0))
+        else:
+            out.append(rng.choice([0.0, 50.0, 100.0, 250.0, -3.0], n))  # at and past the bounds
+    return out
+
+
+#: Empty and single-record groups, groups the window holds whole, and groups it cuts (at ε = 1/10 it holds ~1 300
+#: ranks), in an order that puts several in one batch and the large ones in batches of their own.
+_GROUP_SIZES = [0, 1, 2, 3, 17, 500, 4_600, 9_000, 20_000, 1, 0, 300, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000]
+
+
+@pytest.mark.parametrize("kind", ["continuous", "tenths", "years", "one value", "bounds"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"decimal_points": True, "adjacency": Adjacency.ADD_REMOVE},
+        {"decimal_points": False},
+        {"integers": True},
+        {"step": "0.5", "adjacency": Adjacency.ADD_REMOVE},
+    ],
+    ids=["points", "cells", "integers", "step"],
+)
+@pytest.mark.parametrize(
+    ("q", "epsilon"),
+    [
+        (Fraction(1, 2), Fraction(1, 10)),
+        (Fraction(37, 100), Fraction(1)),
+        (Fraction(123456789, 1000000007), Fraction(5)),
+    ],
+    ids=["median", "q=0.37", "long-q"],
+)
+def test_groups_drawn_together_equal_em_quantile_group_by_group(
+    monkeypatch: pytest.MonkeyPatch, kind: str, options: dict[str, object], q: Fraction, epsilon: Fraction
+) -> None:
+    """The batched windows and float tables give every group the draw ``em_quantile`` gives it, from the same words."""
+    monkeypatch.setattr(rank_sampler, "BATCH_RECORDS", 4_096)  # several batches, some of one group
+    groups = _group_inputs(kind, _GROUP_SIZES, np.random.default_rng(len(kind)))
+    with deterministic_entropy(11):
+        together = quantile.em_quantile_groups(groups, q=q, bounds=(0.0, 100.0), epsilon=epsilon, **options)  # type: ignore[arg-type]
+        after_together = int(entropy.words(1)[0])
+    with monkeypatch.context() as patched, deterministic_entropy(11):  # each group by ``draw`` (``rank_window``)
+        patched.setattr(rank_sampler, "_group_windows", lambda groups, *_: [None] * len(groups))
+        one_by_one = [
+            em_quantile(x, q=q, bounds=(0.0, 100.0), epsilon=epsilon, **options).value  # type: ignore[arg-type]
+            for x in groups
+        ]
+        after_one = int(entropy.words(1)[0])
+    assert [r.value for r in together] == one_by_one
+    assert after_together == after_one
+
+
+def test_groups_drawn_together_take_windows_and_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batched path is the one taken: cut windows, whole ones, and several batches (not ``draw`` per group)."""
+    monkeypatch.setattr(rank_sampler, "BATCH_RECORDS", 4_096)
+    groups = _group_inputs("continuous", _GROUP_SIZES, np.random.default_rng(3))
+    candidates = [quantile_candidates.prepared(x, (0.0, 100.0), None, False, True)[0] for x in groups]
+    rate = Fraction(1, 10) / quantile.utility_sensitivity(Fraction(1, 2), Adjacency.ADD_REMOVE, fitted=True)
+    batches = rank_sampler._batches(candidates, Fraction(1, 2), rate)
+    assert len(batches) > 2 and sum(len(b) for b in batches) == len(candidates)
+    built = [w for batch in batches for w in rank_sampler._group_windows(batch, Fraction(1, 2), rate)]
+    assert [w is None for w in built] == [x.size == 0 for x in groups]  # empty groups take ``draw``
+    cut = [w[0].outside.measure > 0 for w in built if w is not None]
+    assert any(cut) and not all(cut)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
@@ -242,3 +243,100 @@ def test_a_window_is_used_only_below_the_outside_limit(left_out_weight: float, a
         alone = window(categorical.Outside(measure=0.0, exponent=0))
         assert alone is not None
         assert windowed.margin - alone.margin == pytest.approx(2 * 2.0**-57 / 10, rel=2.0**-20)
+
+
+def _laws_together() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[categorical.Outside]]:
+    """Three windows of the light-tailed law, one whole law of mixed measures, and a window of one category."""
+    base, exponents, _ = _light_tails()
+    rng = np.random.default_rng(8)
+    mixed = rng.integers(0, 2**20, 300).astype(np.float64) * 2.0 ** rng.integers(-40, 40, 300)
+    mixed_exponents = rng.integers(0, 60, 300)
+    pieces = [(1_700, 2_300), (1_800, 2_200), (1_850, 2_150)]
+    parts_base = [base[lo:hi] for lo, hi in pieces] + [mixed, np.array([3.0])]
+    parts_exps = [exponents[lo:hi] for lo, hi in pieces] + [mixed_exponents, np.array([7])]
+    outside = []
+    for lo, hi in pieces:
+        left_out = np.r_[0:lo, hi : base.size]
+        outside.append(
+            categorical.Outside(measure=float(base[left_out].sum()), exponent=int(exponents[left_out].min()))
+        )
+    outside += [categorical.Outside(measure=0.0, exponent=0), categorical.Outside(measure=0.0, exponent=0)]
+    starts = np.cumsum([0] + [p.size for p in parts_base])
+    return np.concatenate(parts_base), np.concatenate(parts_exps).astype(np.int64), starts, outside
+
+
+def test_windows_built_together_draw_what_each_built_alone_draws() -> None:
+    base, exponents, starts, outside = _laws_together()
+    rate = Fraction(1, 4)
+    alone = [
+        categorical.WindowedSampler.build(
+            base[a:b], exponents[a:b], rate, outside=o, whole=lambda: CategoricalSampler.build([1.0], [0], rate)
+        )
+        for a, b, o in zip(starts[:-1], starts[1:], outside, strict=True)
+    ]
+    together = categorical.WindowedSampler.build_many(
+        base, exponents, rate, starts, outside=outside, whole=[lambda: CategoricalSampler.build([1.0], [0], rate)] * 5
+    )
+    assert all(s is not None for s in alone) and all(s is not None for s in together)
+    for one, many in zip(alone, together, strict=True):
+        assert one is not None and many is not None
+        with deterministic_entropy(4):
+            first = one.draw(5_000)
+        with deterministic_entropy(4):
+            second = many.draw(5_000)
+        np.testing.assert_array_equal(first[0], second[0])
+        np.testing.assert_array_equal(first[1], second[1])
+
+
+def test_float_tables_built_together_certify_each_law() -> None:
+    base, exponents, starts, _ = _laws_together()
+    rate = Fraction(1, 4)
+    e0 = np.array([exponents[a:b][base[a:b] > 0].min() for a, b in itertools.pairwise(starts)])
+    shifts = np.where(base > 0, exponents - np.repeat(e0, np.diff(starts)), 0)
+    cumulative, margins, _ = categorical._float_tables(base, shifts, rate, starts)
+    for g, (a, b) in enumerate(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)):
+        truth = exact_boundaries(base[a:b].tolist(), exponents[a:b].tolist(), rate)
+        table = cumulative[a + g : b + g + 1]
+        assert table[0] == 0.0 and table[-1] == 1.0
+        bound = Decimal(float(margins[g]) - categorical.EVAL_SLACK)
+        assert max(abs(Decimal(c) - t) for c, t in zip(table.tolist(), truth, strict=True)) <= bound
+
+
+def test_windows_built_together_are_refused_as_each_alone_would_be() -> None:
+    base = np.array([1.0, 2.0, 0.0, 0.0, 5.0, 1.0, 1.0])
+    exponents = np.array([0, 1, 0, 3, 2, 0, 0], dtype=np.int64)
+    starts = np.array([0, 2, 4, 5, 7])
+    outside = [
+        categorical.Outside(measure=1.0, exponent=400),  # light: kept
+        categorical.Outside(measure=0.0, exponent=0),  # no positive measure: refused
+        categorical.Outside(measure=1.0, exponent=2),  # outside exponent not above the window's least: refused
+        categorical.Outside(measure=1e30, exponent=10),  # heavy outside: refused
+    ]
+    built = categorical.WindowedSampler.build_many(
+        base,
+        exponents,
+        Fraction(1),
+        starts,
+        outside=outside,
+        whole=[lambda: CategoricalSampler.build([1.0], [0], Fraction(1))] * 4,
+    )
+    assert [b is not None for b in built] == [True, False, False, False]
+    for a, b, o, many in zip(starts[:-1].tolist(), starts[1:].tolist(), outside, built, strict=True):
+        if base[a:b].any():
+            one = categorical.WindowedSampler.build(
+                base[a:b],
+                exponents[a:b],
+                Fraction(1),
+                outside=o,
+                whole=lambda: CategoricalSampler.build([1.0], [0], Fraction(1)),
+            )
+            assert (one is None) == (many is None)
+    with pytest.raises(UsageError, match="non-empty runs"):
+        categorical.WindowedSampler.build_many(
+            base,
+            exponents,
+            Fraction(1),
+            np.array([0, 3, 3, 7]),
+            outside=outside[:3],
+            whole=[lambda: None] * 3,  # type: ignore[list-item, return-value]
+        )
