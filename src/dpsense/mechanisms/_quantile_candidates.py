@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -290,13 +290,91 @@ def prepared(
     alone when no grid fits or K > 2^32. ``step``: the points k s of a declared step alone, each record
     rounded to the nearest (§8.5); it takes precedence over ``integers`` and ``points``.
     """
+    (candidates,), release = prepared_groups([values], bounds, resolution, integers, points, step)
+    return candidates, release
+
+
+def prepared_groups(
+    groups: Sequence[ArrayLike],
+    bounds: tuple[float, float],
+    resolution: int | None,
+    integers: bool,
+    points: bool,
+    step: NumberLike | DecimalStep | None = None,
+) -> tuple[list[Candidates], Callable[[I64, I64], F64]]:
+    """``prepared`` for each group's records: the public candidate sets made once, the fit's counts in one pass."""
+    sets = candidate_sets(bounds, resolution, integers, points, step)
+    records = [sets.records(values) for values in groups]
+    if not sets.grids:
+        return [Candidates(r, sets.lattices, sets.weights) for r in records], sets.release
+    counts = misfits_of_groups(records, sets.grids)
+    return [
+        Candidates(r, sets.lattices, sets.weights, (0, *c)) for r, c in zip(records, counts, strict=True)
+    ], sets.release
+
+
+@dataclass(frozen=True)
+class CandidateSets:
+    """The public candidate sets of a quantile's options: lattices, base measures, the released value of a choice.
+
+    ``clip``: the bounds records are clipped to (cells and points), or ``None`` (integers and a step map each
+    record to the nearest candidate); ``grids``: the decimal grids among the sets (their fit is counted).
+    """
+
+    lattices: tuple[Lattice, ...]
+    weights: tuple[int, ...]
+    release: Callable[[I64, I64], F64]
+    clip: tuple[float, float] | None
+    grids: tuple[DecimalGrid, ...] = ()
+
+    def records(self, values: ArrayLike) -> F64:
+        """The records, sorted (and clipped to the bounds for cells and points): each set maps them in order."""
+        if self.clip is not None:
+            return _sorted_clipped(values, *self.clip)
+        records = record_values(values)
+        if not bool(np.all(records[1:] >= records[:-1])):  # the nearest candidate is non-decreasing in the record
+            records = np.sort(records)
+        return records
+
+
+def candidate_sets(
+    bounds: tuple[float, float],
+    resolution: int | None,
+    integers: bool,
+    points: bool,
+    step: NumberLike | DecimalStep | None = None,
+) -> CandidateSets:
+    """The candidate sets of ``prepared``'s options (public facts alone; the refusals are ``prepared``'s).
+
+    Made once per set of options (a release asks for them per group); options that cannot be a cache key
+    (bounds given as a list) are made afresh.
+    """
+    try:
+        return _cached_sets(tuple(bounds) if isinstance(bounds, list) else bounds, resolution, integers, points, step)
+    except TypeError:  # unhashable options: the checks below speak for them
+        return _candidate_sets(bounds, resolution, integers, points, step)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_sets(
+    bounds: tuple[float, float], resolution: int | None, integers: bool, points: bool, step: Any
+) -> CandidateSets:
+    return _candidate_sets(bounds, resolution, integers, points, step)
+
+
+def _candidate_sets(
+    bounds: tuple[float, float],
+    resolution: int | None,
+    integers: bool,
+    points: bool,
+    step: NumberLike | DecimalStep | None = None,
+) -> CandidateSets:
     if step is not None:
         if resolution is not None:
             raise UsageError("step candidates fix the resolution (one per point)", resolution, "drop resolution=")
         grid, first, last = step_candidates(bounds, step)
         lattice = Lattice(float(first), float(last), last - first + 1, _BY_STEP, step=grid)
-        records = np.sort(record_values(values))  # the nearest point is non-decreasing in the record
-        return Candidates(records, (lattice,), (1,)), lambda _, k: grid.values((k + first).astype(np.float64))
+        return CandidateSets((lattice,), (1,), lambda _, k: grid.values((k + first).astype(np.float64)), None)
     if integers:
         if resolution is not None:
             raise UsageError(
@@ -304,17 +382,13 @@ def prepared(
             )
         first, last = integer_candidates(bounds)
         lattice = Lattice(float(first), float(last), last - first + 1, _BY_INTEGER)
-        records = np.sort(record_values(values))  # rint, clip and the shift are non-decreasing
-        return Candidates(records, (lattice,), (1,)), lambda _, cell: (cell + first).astype(np.float64)
+        return CandidateSets((lattice,), (1,), lambda _, cell: (cell + first).astype(np.float64), None)
     low, high = check_bounds_pair(bounds)
     k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
-    clipped = _sorted_clipped(values, low, high)
     cells = Lattice(low, high, k, _BY_CELL)
     grids = point_grids((low, high), k) if points else ()
     if not grids:
-        return Candidates(clipped, (cells,), (1,)), lambda _, cell: cell_midpoints(cell, low, high, k)
-    lattices = (cells, *(_grid_lattice(grid) for grid in grids))
-    weights = (_CELL_MEASURE, *_grid_measures(grids, k))
+        return CandidateSets((cells,), (1,), lambda _, cell: cell_midpoints(cell, low, high, k), (low, high))
 
     def release(part: I64, position: I64) -> F64:
         out = cell_midpoints(np.where(part == 0, position, 0), low, high, k)
@@ -323,7 +397,22 @@ def prepared(
             out[chosen] = grid.values((grid.first + (position[chosen] - 1) // 2).astype(np.float64))
         return out
 
-    return Candidates(clipped, lattices, weights, (0, *misfits(clipped, grids))), release
+    lattices = (cells, *(_grid_lattice(grid) for grid in grids))
+    return CandidateSets(lattices, (_CELL_MEASURE, *_grid_measures(grids, k)), release, (low, high), grids)
+
+
+def misfits_of_groups(records: Sequence[F64], grids: tuple[DecimalGrid, ...]) -> list[tuple[int, ...]]:
+    """``misfits`` of each group's records, counted in one pass over all of them per grid (the same counts)."""
+    sizes = np.array([r.size for r in records], dtype=np.int64)
+    on = np.concatenate(records) if records else np.zeros(0)
+    owner = np.repeat(np.arange(sizes.size), sizes)
+    counts = []
+    for grid in grids:
+        held = grid.step.holds(on, grid.first, grid.last)
+        if not held.all():
+            on, owner = on[held], owner[held]
+        counts.append(sizes - np.bincount(owner, minlength=sizes.size))
+    return [tuple(int(c[g]) for c in counts) for g in range(sizes.size)]
 
 
 def misfits(clipped: F64, grids: tuple[DecimalGrid, ...]) -> tuple[int, ...]:
@@ -334,14 +423,7 @@ def misfits(clipped: F64, grids: tuple[DecimalGrid, ...]) -> tuple[int, ...]:
     the count of records off G_e itself; testing each grid on the records left on the finer ones keeps the
     work to one pass over the records on continuous data (and no copy while every record is on a grid).
     """
-    on = clipped
-    counts = []
-    for grid in grids:
-        held = grid.step.holds(on, grid.first, grid.last)  # the record is the double of a point
-        if not held.all():
-            on = on[held]
-        counts.append(clipped.size - on.size)
-    return tuple(counts)
+    return misfits_of_groups([clipped], grids)[0]
 
 
 def _grid_measures(grids: tuple[DecimalGrid, ...], resolution: int) -> tuple[int, ...]:

@@ -44,6 +44,7 @@ from dpsense.mechanisms._quantile_candidates import (
     integer_span,
     point_grids,
     prepared,
+    prepared_groups,
     rank_slack_candidates,
     record_values,
     step_candidates,
@@ -246,27 +247,26 @@ def em_quantile_groups(
     """
     eps = check_epsilon(epsilon)
     quantile = _check_q(q)
-    prepared_groups = [prepared(values, bounds, resolution, integers, decimal_points, step) for values in groups]
-    if not prepared_groups:
+    candidates, release = prepared_groups(groups, bounds, resolution, integers, decimal_points, step)
+    if not candidates:
         return []
-    fitted = prepared_groups[0][0].misfits is not None
-    sensitivity = utility_sensitivity(quantile, adjacency, fitted=fitted)
-    chosen = draw_groups([candidates for candidates, _ in prepared_groups], quantile, eps / sensitivity)
+    sensitivity = utility_sensitivity(quantile, adjacency, fitted=candidates[0].misfits is not None)
+    chosen = draw_groups(candidates, quantile, eps / sensitivity)
+    parts = np.array([part for part, _ in chosen], dtype=np.int64)
+    values = release(parts, np.array([position for _, position in chosen], dtype=np.int64))
     guarantee = _guarantee(eps, sensitivity, 1, adjacency)
-    results = []
-    for (candidates, release), (part, position) in zip(prepared_groups, chosen, strict=True):
-        value = release(np.array([part], dtype=np.int64), np.array([position], dtype=np.int64))[0]
-        results.append(
-            MechanismResult(
-                value=float(value),
-                loss=PureDP(eps),
-                accuracy=None,
-                mechanism=MECHANISM,
-                guarantee=guarantee,
-                details={"q": str(quantile), **_details(eps, sensitivity, candidates, 1, integers)},
-            )
+    details = {"q": str(quantile), **_details(eps, sensitivity, candidates[0], 1, integers)}  # public: the same for all
+    return [
+        MechanismResult(
+            value=float(value),
+            loss=PureDP(eps),
+            accuracy=None,
+            mechanism=MECHANISM,
+            guarantee=guarantee,
+            details=dict(details),
         )
-    return results
+        for value in values.tolist()
+    ]
 
 
 def em_quantiles(

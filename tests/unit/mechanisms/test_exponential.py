@@ -425,6 +425,10 @@ def test_the_fit_counts_records_off_each_grid_after_clipping() -> None:
     # off G_-2: 1e-9; off G_-1: and 0.07, 57.13; off G_0: and 3.5; off G_1: and 42 x 2; off G_2: and 120
     assert quantile_candidates.misfits(clipped, grids) == (1, 3, 4, 6, 7)
     assert quantile_candidates.misfits(np.zeros(0), grids) == (0, 0, 0, 0, 0)
+    # counted for many groups in one pass: each group's own counts, an empty group included
+    groups = [clipped, np.zeros(0), clipped[::-1].copy(), clipped[:3]]
+    expected = [(1, 3, 4, 6, 7), (0, 0, 0, 0, 0), (1, 3, 4, 6, 7), (1, 2, 2, 2, 2)]  # the last: 0, 1e-9, 0.07
+    assert quantile_candidates.misfits_of_groups(groups, grids) == expected
     candidates, _ = quantile_candidates.prepared(data, (0.0, 120.0), None, False, True)
     assert candidates.misfits == (0, 1, 3, 4, 6, 7)  # the cells hold every record: no fit to pay
     assert quantile_candidates.prepared(data, (0.0, 120.0), None, False, False)[0].misfits is None
