@@ -60,10 +60,12 @@ def _sorted_clipped(values: ArrayLike, low: float, high: float) -> F64:
     Each candidate set maps a record by a non-decreasing public map (``Lattice.positions``), so
     mapping the sorted records gives the sorted positions, the same array as sorting the mapped ones.
     """
-    clipped = np.clip(record_values(values), low, high)
-    if not bool(np.all(clipped[1:] >= clipped[:-1])):  # a release's collected groups come sorted: no sort
+    records = record_values(values)
+    if records.size and (records[0] < low or records[-1] > high or not bool(np.all(records[1:] >= records[:-1]))):
+        clipped = np.clip(records, low, high)  # a copy: the caller's array is never changed
         clipped.sort()
-    return clipped
+        return clipped
+    return records  # sorted and inside the bounds (a release's collected groups come sorted): no copy
 
 
 def to_cells(values: ArrayLike, low: float, high: float, resolution: int) -> Cells:
@@ -403,16 +405,29 @@ def _candidate_sets(
 
 def misfits_of_groups(records: Sequence[F64], grids: tuple[DecimalGrid, ...]) -> list[tuple[int, ...]]:
     """``misfits`` of each group's records, counted in one pass over all of them per grid (the same counts)."""
-    sizes = np.array([r.size for r in records], dtype=np.int64)
-    on = np.concatenate(records) if records else np.zeros(0)
-    owner = np.repeat(np.arange(sizes.size), sizes)
-    counts = []
-    for grid in grids:
-        held = grid.step.holds(on, grid.first, grid.last)
-        if not held.all():
-            on, owner = on[held], owner[held]
-        counts.append(sizes - np.bincount(owner, minlength=sizes.size))
-    return [tuple(int(c[g]) for c in counts) for g in range(sizes.size)]
+    out: list[tuple[int, ...]] = []
+    start = 0
+    while start < len(records):
+        end, taken = start + 1, records[start].size  # about _MISFIT_CHUNK records at a time: bounded temporaries
+        while end < len(records) and taken + records[end].size <= _MISFIT_CHUNK:
+            taken += records[end].size
+            end += 1
+        chunk = records[start:end]
+        sizes = np.array([r.size for r in chunk], dtype=np.int64)
+        on, owner = np.concatenate(chunk), np.repeat(np.arange(sizes.size), sizes)
+        counts = []
+        for grid in grids:
+            held = grid.step.holds(on, grid.first, grid.last)
+            if not held.all():
+                on, owner = on[held], owner[held]
+            counts.append(sizes - np.bincount(owner, minlength=sizes.size))
+        out.extend(tuple(int(c[g]) for c in counts) for g in range(sizes.size))
+        start = end
+    return out
+
+
+#: Records whose off-grid counts ``misfits_of_groups`` takes at once (a few arrays of this many doubles).
+_MISFIT_CHUNK = 1 << 20
 
 
 def misfits(clipped: F64, grids: tuple[DecimalGrid, ...]) -> tuple[int, ...]:

@@ -416,7 +416,17 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
     )
 
 
-def test_the_fit_counts_records_off_each_grid_after_clipping() -> None:
+def test_the_records_are_clipped_and_sorted_on_a_copy_and_never_copied_when_already_so() -> None:
+    inside = np.array([1.0, 2.0, 2.0, 7.5])
+    assert quantile_candidates._sorted_clipped(inside, 0.0, 10.0) is inside  # sorted, inside the bounds: as given
+    for given in (np.array([3.0, 1.0, 2.0]), np.array([-1.0, 2.0, 30.0])):
+        kept = given.copy()
+        out = quantile_candidates._sorted_clipped(given, 0.0, 10.0)
+        np.testing.assert_array_equal(given, kept)  # the caller's array is unchanged
+        np.testing.assert_array_equal(out, np.sort(np.clip(kept, 0.0, 10.0)))
+
+
+def test_the_fit_counts_records_off_each_grid_after_clipping(monkeypatch: pytest.MonkeyPatch) -> None:
     """d_e = records that are no point of G_e (§8.6): whole numbers are on every grid, hundredths on G_-2 only."""
     grids = quantile.point_grids((0.0, 120.0))
     assert [g.exponent for g in grids] == [-2, -1, 0, 1, 2]
@@ -429,6 +439,9 @@ def test_the_fit_counts_records_off_each_grid_after_clipping() -> None:
     groups = [clipped, np.zeros(0), clipped[::-1].copy(), clipped[:3]]
     expected = [(1, 3, 4, 6, 7), (0, 0, 0, 0, 0), (1, 3, 4, 6, 7), (1, 2, 2, 2, 2)]  # the last: 0, 1e-9, 0.07
     assert quantile_candidates.misfits_of_groups(groups, grids) == expected
+    monkeypatch.setattr(quantile_candidates, "_MISFIT_CHUNK", 4)  # a chunk per group or two: the same counts
+    assert quantile_candidates.misfits_of_groups(groups, grids) == expected
+    assert quantile_candidates.misfits_of_groups([], grids) == []
     candidates, _ = quantile_candidates.prepared(data, (0.0, 120.0), None, False, True)
     assert candidates.misfits == (0, 1, 3, 4, 6, 7)  # the cells hold every record: no fit to pay
     assert quantile_candidates.prepared(data, (0.0, 120.0), None, False, False)[0].misfits is None
