@@ -351,17 +351,26 @@ def candidate_sets(
     Made once per set of options (a release asks for them per group); options that cannot be a cache key
     (bounds given as a list) are made afresh.
     """
+    options = (tuple(bounds) if isinstance(bounds, list) else bounds, resolution, integers, points, step)
     try:
-        return _cached_sets(tuple(bounds) if isinstance(bounds, list) else bounds, resolution, integers, points, step)
+        return _cached_sets(_typed(options), *options)
     except TypeError:  # unhashable options: the checks below speak for them
         return _candidate_sets(bounds, resolution, integers, points, step)
 
 
 @functools.lru_cache(maxsize=64)
 def _cached_sets(
-    bounds: tuple[float, float], resolution: int | None, integers: bool, points: bool, step: Any
+    key: object, bounds: tuple[float, float], resolution: int | None, integers: bool, points: bool, step: Any
 ) -> CandidateSets:
+    """``_candidate_sets`` keyed by the options and their types (in Python True == 1 == 1.0 == Fraction(1))."""
     return _candidate_sets(bounds, resolution, integers, points, step)
+
+
+def _typed(value: Any) -> Any:
+    """A cache key that keeps True, 1, 1.0 and Fraction(1) apart (each value beside its type)."""
+    if isinstance(value, tuple):
+        return tuple(_typed(v) for v in value)
+    return (type(value), value)
 
 
 def _candidate_sets(

@@ -671,3 +671,14 @@ def test_groups_drawn_together_take_windows_and_batches(monkeypatch: pytest.Monk
     assert [w is None for w in built] == [x.size == 0 for x in groups]  # empty groups take ``draw``
     cut = [w[0].outside.measure > 0 for w in built if w is not None]
     assert any(cut) and not all(cut)
+
+
+def test_the_cached_candidate_sets_keep_equal_values_of_other_types_apart() -> None:
+    """A resolution of True is refused even after resolution=1 was made (True == 1 in Python, and hash alike)."""
+    quantile_candidates.candidate_sets((0.0, 1.0), 1, False, False)
+    with pytest.raises(UsageError, match="resolution"):
+        quantile_candidates.candidate_sets((0.0, 1.0), True, False, False)  # type: ignore[arg-type]
+    listed = quantile_candidates.candidate_sets([0.0, 1.0], 4, False, False)  # type: ignore[arg-type]
+    assert listed.lattices == quantile_candidates.candidate_sets((0.0, 1.0), 4, False, False).lattices
+    with pytest.raises(InvalidBounds):
+        quantile_candidates.candidate_sets(np.array([1.0, 0.0]), 4, False, False)  # type: ignore[arg-type]
