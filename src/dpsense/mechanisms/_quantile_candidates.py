@@ -353,17 +353,15 @@ def candidate_sets(
     """
     options = (tuple(bounds) if isinstance(bounds, list) else bounds, resolution, integers, points, step)
     try:
-        return _cached_sets(_typed(options), *options)
+        return _cached_sets(_typed(options), options)
     except TypeError:  # unhashable options: the checks below speak for them
-        return _candidate_sets(bounds, resolution, integers, points, step)
+        return _candidate_sets(*options)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_sets(
-    key: object, bounds: tuple[float, float], resolution: int | None, integers: bool, points: bool, step: Any
-) -> CandidateSets:
+def _cached_sets(key: object, options: tuple[Any, ...]) -> CandidateSets:
     """``_candidate_sets`` keyed by the options and their types (in Python True == 1 == 1.0 == Fraction(1))."""
-    return _candidate_sets(bounds, resolution, integers, points, step)
+    return _candidate_sets(*options)
 
 
 def _typed(value: Any) -> Any:

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -90,51 +89,6 @@ def _runs(sorted_cells: I64) -> tuple[I64, I64]:
 
 
 @dataclass(frozen=True)
-class _Piece:
-    """k consecutive runs of one candidate set: their records below and up to, the cells around them.
-
-    ``edges``: the cell before the first run (-1 for none), the runs' cells, the cell after the last (K for
-    none); ``first_rank``: the rank of the gap before the first run (the records below it).
-    """
-
-    edges: I64
-    below: I64
-    through: I64
-
-    @classmethod
-    def whole(cls, cells: Cells) -> _Piece:
-        below, through = _runs(cells.sorted_cells)
-        edges = np.empty(below.size + 2, dtype=np.int64)
-        edges[0], edges[1:-1], edges[-1] = -1, cells.sorted_cells[below], cells.resolution
-        return cls(edges, below, through)
-
-    @property
-    def first_rank(self) -> int:
-        return int(self.below[0]) if self.below.size else 0
-
-
-def _fill_segments(lattice: Lattice, piece: _Piece, out: tuple[I64, I64, I64, I64]) -> None:
-    """Gaps and occupied cells in cell order, written into ``out`` = (starts, lengths, a, b), views of length 2 k + 1.
-
-    Gap j holds the empty cells between occupied cells d_j and d_(j+1) (both ranks: the records below);
-    occupied cell d_j = the cell of run j holds its t_j tied records (ranks a_j and a_j + t_j).
-    """
-    starts, lengths, a, b = out
-    edges = piece.edges
-    np.add(edges[:-1], 1, out=starts[0::2])
-    np.subtract(edges[1:], edges[:-1], out=lengths[0::2])
-    lengths[0::2] -= 1
-    starts[1::2], lengths[1::2] = edges[1:-1], 1
-    a[0] = b[0] = piece.first_rank
-    a[2::2] = b[2::2] = piece.through
-    a[1::2], b[1::2] = piece.below, piece.through
-    if lattice.stride > 1:  # only positions p % stride == offset are candidates: count and align those
-        ends = starts + lengths - 1
-        starts += (lattice.offset - starts) % lattice.stride
-        lengths[:] = np.where(ends >= starts, (ends - starts) // lattice.stride + 1, 0)
-
-
-@dataclass(frozen=True)
 class Target:
     """The public constants of the rank utility for q and n (docs/math/exponential-mechanism.md §8.1, exponents)."""
 
@@ -179,105 +133,8 @@ def rank_table(candidates: Candidates | Cells, q: Fraction, epsilon: Fraction) -
     if isinstance(candidates, Cells):
         candidates = Candidates.of(candidates)
     target = Target.of(candidates.records.size, q, epsilon, fitted=candidates.misfits is not None)
-    return _segment_table(candidates, target, [_Piece.whole(part) for part in candidates.parts])
-
-
-def _segment_table(candidates: Candidates, target: Target, pieces: list[_Piece]) -> RankTable:
-    """The rank table of the runs ``pieces`` (one per candidate set) and the gaps around them.
-
-    The exponent is max(floor(q n D) - b D, a D - ceil(q n D), 0): the first term is >= 0 exactly when the
-    segment lies below q n, the second exactly when above, and both are <= 0 when its ranks hold q n;
-    plus, with decimal points, floor(FIT_WEIGHT D) per record off the segment's set (§8.6).
-    """
-    sizes = [2 * piece.below.size + 1 for piece in pieces]
-    total = sum(sizes)
-    starts, counts, a, b, mass = (np.empty(total, dtype=np.int64) for _ in range(5))
-    end = 0
-    for lattice, piece, size, weight in zip(candidates.lattices, pieces, sizes, candidates.weights, strict=True):
-        view = slice(end, end + size)
-        _fill_segments(lattice, piece, (starts[view], counts[view], a[view], b[view]))
-        np.multiply(counts[view], weight, out=mass[view])
-        end += size
-    below_target = b < target.split
-    above_target = a > target.floor
-    exponents = np.maximum(target.low - b * target.grid, a * target.grid - target.high)
-    np.maximum(exponents, 0, out=exponents)
-    if candidates.misfits is not None and target.misfit:
-        exponents += np.repeat(np.asarray(candidates.misfits, dtype=np.int64) * target.misfit, sizes)
-    return RankTable(
-        lengths=mass.astype(np.float64),
-        starts=starts,
-        counts=counts,
-        parts=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
-        exponents=exponents,
-        sides=(EXACT - 2 * below_target - above_target).astype(np.int8),
-        rate=target.rate,
-        accept_below=target.accept_below,
-        accept_above=target.accept_above,
-    )
-
-
-def _local_piece(lattice: Lattice, records: NDArray[Any], first: int, last: int) -> _Piece:
-    """The runs of one candidate set holding the records ranked first..last (0 <= first <= last < n), and their edges.
-
-    Only records near those ranks are mapped (a slice with 16 on each side; all of them when there are at
-    most 8 192, one vectorised map); a tied run reaching past the slice is followed to its end by a search
-    on the sorted records (the map is non-decreasing).
-    """
-    n = records.size
-    pad = 16 if n > 8 * _PROBES else n
-    lo, hi = max(first - pad, 0), min(last + 1 + pad, n)
-    positions = lattice.positions(records[lo:hi])
-    change = np.flatnonzero(positions[1:] != positions[:-1]) + 1
-    i = int(np.searchsorted(change, first - lo, side="right"))
-    j = int(np.searchsorted(change, last - lo, side="right"))
-    starts = lo + np.concatenate(([change[i - 1] if i > 0 else 0], change[i:j])).astype(np.int64)
-    ends = lo + np.concatenate((change[i:j], [change[j] if j < change.size else hi - lo])).astype(np.int64)
-    if starts[0] == lo and lo > 0:  # the first run may begin before the slice
-        starts[0] = _run_start(lattice, records, lo, int(positions[0]))
-    if ends[-1] == hi and hi < n:  # the last run may end after it
-        ends[-1] = _run_end(lattice, records, hi - 1, int(positions[-1]))
-    edges = np.empty(starts.size + 2, dtype=np.int64)
-    edges[1:-1] = positions[np.maximum(starts - lo, 0)]
-    edges[0] = -1 if starts[0] == 0 else _position(lattice, records, int(starts[0]) - 1, positions, lo)
-    edges[-1] = lattice.resolution if ends[-1] == n else _position(lattice, records, int(ends[-1]), positions, lo)
-    return _Piece(edges, starts, ends)
-
-
-def _position(lattice: Lattice, records: NDArray[Any], index: int, positions: I64, lo: int) -> int:
-    """The position of record ``index``: from the mapped slice starting at ``lo`` when it holds it."""
-    if lo <= index < lo + positions.size:
-        return int(positions[index - lo])
-    return int(lattice.positions(records[index : index + 1])[0])
-
-
-#: Probes per step of the searches for the ends of a tied run (a range of up to 4 times as many is mapped whole:
-#: one vectorised map costs less than a further step at these sizes).
-_PROBES = 1024
-
-
-def _run_start(lattice: Lattice, records: NDArray[Any], index: int, value: int) -> int:
-    """The first record of the run holding record ``index`` (whose position is ``value``)."""
-    lo, hi = 0, index  # the start is in [lo, hi]; record lo - 1 lies below the run (or lo == 0)
-    while hi - lo > 4 * _PROBES:
-        probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
-        k = int(np.argmax(lattice.positions(records[probes]) == value))
-        if k == 0:
-            return lo
-        lo, hi = int(probes[k - 1]) + 1, int(probes[k])
-    return lo + int(np.argmax(lattice.positions(records[lo : hi + 1]) == value))
-
-
-def _run_end(lattice: Lattice, records: NDArray[Any], index: int, value: int) -> int:
-    """One past the last record of the run holding record ``index`` (whose position is ``value``)."""
-    lo, hi = index, records.size - 1  # the last record is in [lo, hi]; record hi + 1 lies above (or is none)
-    while hi - lo > 4 * _PROBES:
-        probes = lo + (np.arange(_PROBES + 1, dtype=np.int64) * (hi - lo)) // _PROBES
-        k = int(np.searchsorted(lattice.positions(records[probes]), value, side="right")) - 1
-        if k == _PROBES:
-            return hi + 1
-        lo, hi = int(probes[k]), int(probes[k + 1]) - 1
-    return lo + int(np.searchsorted(lattice.positions(records[lo : hi + 1]), value, side="right"))
+    misfits = np.array([candidates.misfits or ()], dtype=np.int64)
+    return _group_tables(candidates, [target], [_Pieces.whole(part) for part in candidates.parts], misfits)[0]
 
 
 #: A window leaves out weight at most 2^-56 of the exact segment's in all (``rank_window``; the sampler's limit,
@@ -319,22 +176,8 @@ def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction) -> Windo
     runs holding records r_lo - 1 .. r_hi of the sorted records: only records near those are mapped to each
     candidate set.
     """
-    n = candidates.records.size
-    target = Target.of(n, q, epsilon, fitted=candidates.misfits is not None)
-    rate = float(target.rate) if target.rate < 2**1000 else math.inf
-    if not 0.0 < rate < math.inf:
-        return None
-    measure = total_measure(candidates)
-    reach = _reach(candidates, rate)
-    r_lo = (target.low - reach) // target.grid + 1
-    r_hi = -(-(target.high + reach) // target.grid) - 1
-    if r_lo <= 0 and r_hi >= n:
-        return None
-    first, last = max(r_lo - 1, 0), min(r_hi, n - 1)
-    pieces = [_local_piece(lattice, candidates.records, first, last) for lattice in candidates.lattices]
-    table = _segment_table(candidates, target, pieces)
-    outside = Outside(measure=math.ldexp(1.0, measure.bit_length()), exponent=reach)
-    return Window(table, tuple(int(piece.below[0]) for piece in pieces), outside)
+    window = _group_windows([candidates], q, epsilon)[0]
+    return None if window is None or not window.outside.measure else window
 
 
 def total_measure(candidates: Candidates) -> int:
@@ -357,7 +200,7 @@ def draw_groups(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) ->
     """
     out = []
     for batch in _batches(groups, q, epsilon):
-        for candidates, one in zip(batch, _group_windows(batch, q, epsilon), strict=True):
+        for candidates, one in zip(batch, _group_samplers(batch, q, epsilon), strict=True):
             parts, positions = draw(candidates, q, epsilon, 1) if one is None else _draw_window(candidates, *one, 1)
             out.append((int(parts[0]), int(positions[0])))
     return out
@@ -391,11 +234,14 @@ def _reach(candidates: Candidates, rate: float) -> int:
     return math.ceil((bits * math.log(2) + 2.0) / rate) + 1
 
 
-def _group_windows(
-    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction
-) -> list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None]:
-    """``rank_window`` and ``WindowedSampler.build`` for many groups at once (``None`` where a group takes ``draw``)."""
-    out: list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None] = [None] * len(groups)
+def _group_windows(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) -> list[Window | None]:
+    """The window of each group, built together (``None`` where a group takes ``draw``'s whole table).
+
+    A group whose window would hold every segment gets that whole table as its window, with nothing left out
+    (``outside.measure == 0``): the same table and the same draws. Groups without records, or with other
+    candidate sets, rate or grid than the first, get ``None``.
+    """
+    out: list[Window | None] = [None] * len(groups)
     if not groups:
         return out
     model = groups[0]
@@ -430,25 +276,34 @@ def _group_windows(
     pieces = [_group_pieces(lattice, records, origin, n, first, last) for lattice in model.lattices]
     misfits = np.array([groups[g].misfits or () for g in chosen], dtype=np.int64).reshape(n.size, -1)
     tables = _group_tables(model, [targets[g] for g in chosen], pieces, misfits)
-    starts = np.cumsum([0] + [t.lengths.size for t in tables]).astype(np.int64)
-    outside = [
-        Outside(measure=math.ldexp(1.0, measure.bit_length()) if cut else 0.0, exponent=reach if cut else 0)
-        for cut in partial.tolist()
-    ]
-    wholes = [functools.cache(lambda c=groups[g]: rank_table(c, q, epsilon)) for g in chosen]
+    firsts = np.stack([piece.below[piece.head] for piece in pieces], axis=1).tolist()
+    for k, (g, cut) in enumerate(zip(chosen, partial.tolist(), strict=True)):
+        left_out = Outside(measure=math.ldexp(1.0, measure.bit_length()), exponent=reach) if cut else Outside(0.0, 0)
+        out[g] = Window(tables[k], tuple(firsts[k]), left_out)
+    return out
+
+
+def _group_samplers(
+    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction
+) -> list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None]:
+    """Each group's window with its sampler (``WindowedSampler.build_many``) and its whole table, built on demand."""
+    chosen = [(g, window) for g, window in enumerate(_group_windows(groups, q, epsilon)) if window is not None]
+    out: list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None] = [None] * len(groups)
+    if not chosen:
+        return out
+    tables = [window.table for _, window in chosen]
+    wholes = [functools.cache(lambda c=groups[g]: rank_table(c, q, epsilon)) for g, _ in chosen]
     samplers = WindowedSampler.build_many(
         np.concatenate([t.lengths for t in tables]),
         np.concatenate([t.exponents for t in tables]),
-        rate,
-        starts,
-        outside=outside,
+        tables[0].rate,
+        np.cumsum([0] + [t.lengths.size for t in tables]).astype(np.int64),
+        outside=[window.outside for _, window in chosen],
         whole=[_whole_sampler(whole) for whole in wholes],
     )
-    for k, g in enumerate(chosen):
-        sampler = samplers[k]
+    for (g, window), sampler, whole in zip(chosen, samplers, wholes, strict=True):
         if sampler is not None:
-            firsts = tuple(int(piece.below[piece.head[k]]) for piece in pieces)
-            out[g] = (Window(tables[k], firsts, outside[k]), sampler, wholes[k])
+            out[g] = (window, sampler, whole)
     return out
 
 
@@ -457,7 +312,14 @@ def _whole_sampler(whole: Callable[[], RankTable]) -> Callable[[], CategoricalSa
 
 
 def _group_tables(model: Candidates, targets: list[Target], pieces: list[_Pieces], misfits: I64) -> list[RankTable]:
-    """``_segment_table`` of every group at once: group g's runs are ``pieces[l]``'s g-th piece in set l."""
+    """The rank tables of groups: group g's runs in set l are ``pieces[l]``'s g-th piece, with the gaps around them.
+
+    Gap j holds the empty positions between the cells of runs j - 1 and j (both ranks: the records below);
+    run j's cell holds its tied records (ranks below and up to). The exponent is max(floor(q n D) - b D,
+    a D - ceil(q n D), 0): >= 0 in its first term exactly when the segment lies below q n, in the second
+    exactly when above, both <= 0 when its ranks hold q n; plus, with decimal points, floor(FIT_WEIGHT D) per
+    record off the segment's set (§8.6).
+    """
     groups, sets = len(targets), len(pieces)
     sizes = np.stack([2 * piece.runs + 1 for piece in pieces], axis=1)  # (group, set): segments, group-major
     flat = sizes.ravel()
@@ -472,8 +334,11 @@ def _group_tables(model: Candidates, targets: list[Target], pieces: list[_Pieces
         edge = np.repeat(edge_at, gaps) + ramp
         gap_start = piece.edges[edge] + 1
         gap_length = piece.edges[edge + 1] - piece.edges[edge] - 1
-        before = np.repeat(run_at, gaps) + ramp - 1
-        rank = np.where(ramp == 0, piece.below[np.repeat(run_at, gaps)], piece.through[np.maximum(before, 0)])
+        first_rank = np.zeros(k.size, dtype=np.int64)  # the gap before the first run: the records below it
+        first_rank[k > 0] = piece.below[run_at[k > 0]]
+        rank = np.repeat(first_rank, gaps)  # a later gap follows a run: the records up to and in it
+        later = ramp > 0
+        rank[later] = piece.through[(np.repeat(run_at, gaps) + ramp - 1)[later]]
         run_ramp = _ramp(k)
         run_start = piece.edges[np.repeat(edge_at, k) + run_ramp + 1]
         seg_start = np.concatenate((gap_start, run_start))
@@ -530,12 +395,12 @@ def _ramp(counts: I64) -> I64:
 
 
 def _group_pieces(lattice: Lattice, records: F64, origin: I64, n: I64, first: I64, last: I64) -> _Pieces:
-    """``_local_piece`` of every group at once: group g's records are ``records[origin[g]:origin[g] + n[g]]``.
+    """The runs of one candidate set holding each group's records ranked first..last, and their edges.
 
-    The records near each group's ranks first..last (16 on each side) are mapped in one call; runs are split
-    at every change of position and at every group's start; a run reaching past a group's slice is followed
-    to its end by a binary search run for all such groups together (the map is non-decreasing). The pieces
-    are the ones ``_local_piece`` returns, group by group.
+    Group g's records are ``records[origin[g]:origin[g] + n[g]]`` (0 <= first <= last < n). The records near
+    those ranks (16 on each side) are mapped in one call for all groups; runs are split at every change of
+    position and at every group's start; a run reaching past a group's slice is followed to its end by a
+    search run for all such groups together (the map is non-decreasing).
     """
     lo = np.maximum(first - 16, 0)
     hi = np.minimum(last + 17, n)
@@ -647,7 +512,15 @@ class _Pieces:
     through: I64
     runs: I64
 
-    @property
+    @classmethod
+    def whole(cls, cells: Cells) -> _Pieces:
+        """Every run of one group's cells: the whole table's piece (edges -1 and K around the runs' cells)."""
+        below, through = _runs(cells.sorted_cells)
+        edges = np.empty(below.size + 2, dtype=np.int64)
+        edges[0], edges[1:-1], edges[-1] = -1, cells.sorted_cells[below], cells.resolution
+        return cls(edges, below, through, np.array([below.size], dtype=np.int64))
+
+    @functools.cached_property
     def head(self) -> I64:
         """Each group's first run (an index into ``below`` and ``through``)."""
         return np.cumsum(self.runs) - self.runs

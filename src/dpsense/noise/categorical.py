@@ -157,17 +157,9 @@ class WindowedSampler:
 
         ``whole`` builds the whole law's sampler (called on the first undecided draw only).
         """
-        base, exps, rate = _validate(base_measure, exponents, rate)
-        positive = base > 0
-        e0 = int(exps[positive].min())
-        if not outside.measure >= 0 or (outside.measure and outside.exponent <= e0):
-            return None
-        shifts = np.where(positive, exps - e0, 0).astype(np.int64)
-        bound = (outside.measure, outside.exponent - e0) if outside.measure else None
-        cumulative, margin, weight = _float_table(base, shifts, rate, outside=bound)
-        if not weight <= OUTSIDE_LIMIT:
-            return None
-        return cls(cumulative, margin, whole)
+        size = np.asarray(base_measure).size
+        starts = np.array([0, size], dtype=np.int64)
+        return cls.build_many(base_measure, exponents, rate, starts, outside=[outside], whole=[whole])[0]
 
     @classmethod
     def build_many(
@@ -248,20 +240,12 @@ def sample_categorical(base_measure: ArrayLike, exponents: ArrayLike, rate: Frac
     return CategoricalSampler.build(base_measure, exponents, rate).draw(size)
 
 
-def _float_table(
-    base: F64, shifts: I64, rate: Fraction, *, outside: tuple[float, int] | None = None
-) -> tuple[F64, float, float]:
-    """Normalised cumulative weights (length m+1, from 0 to 1), the certified decision margin, the weight outside.
+def _float_table(base: F64, shifts: I64, rate: Fraction) -> tuple[F64, float, float]:
+    """Normalised cumulative weights (length m+1, from 0 to 1), the certified decision margin, 0 (nothing outside).
 
-    ``outside = (bound on the sum of measures, shift bound)`` describes the categories a window leaves out
-    (``WindowedSampler``); their certified normalised weight (the third value, 0 without a window)
-    joins the error bound. One table of ``_float_tables``.
+    One table of ``_float_tables``.
     """
-    starts = np.array([0, base.size], dtype=np.int64)
-    bounds = None
-    if outside is not None:
-        bounds = (np.array([outside[0]], dtype=np.float64), np.array([outside[1]], dtype=np.int64))
-    cumulative, margins, weights = _float_tables(base, shifts, rate, starts, outside=bounds)
+    cumulative, margins, weights = _float_tables(base, shifts, rate, np.array([0, base.size], dtype=np.int64))
     return cumulative, float(margins[0]), float(weights[0])
 
 

@@ -145,12 +145,14 @@ def order_releases(
     if step.mechanism.family is not Family.EXPONENTIAL:
         options: dict[str, Any] = {"integers": integers, "decimal_points": decimal_points}
         return [order_release(step, x, q, bounds, eps, adj, **options, recording_step=recording_step) for x in groups]
+    # Δu = max(q, 1 − q) when neighbours add or remove records of a group; under replace a moved unit
+    # also adds to or removes from a group, and Δu = 1 covers both (docs/math/exponential-mechanism.md §8.2)
     results = mech.em_quantile_groups(
         groups,
         q=q,
         bounds=bounds,
         epsilon=eps,
-        adjacency=adj if adj is Adjacency.ADD_REMOVE else None,  # as ``order_release``: Δu under replace is 1
+        adjacency=adj if adj is Adjacency.ADD_REMOVE else None,
         integers=integers,
         decimal_points=decimal_points,
         step=recording_step,
@@ -179,21 +181,10 @@ def order_release(
     needs n >= 1, and on an empty group under replace every neighbour is empty too, so its fixed
     uniform cell is private.
     """
-    if step.mechanism.family is Family.EXPONENTIAL:
-        # Δu = max(q, 1 − q) when neighbours add or remove records of this group; under replace a moved
-        # unit also adds to or removes from a group, and Δu = 1 covers both (docs/math/exponential-mechanism.md §8.2)
-        em_adjacency = adj if adj is Adjacency.ADD_REMOVE else None
-        result = mech.em_quantile(
-            x,
-            q=q,
-            bounds=bounds,
-            epsilon=eps,
-            adjacency=em_adjacency,
-            integers=integers,
-            decimal_points=decimal_points,
-            step=recording_step,
-        )
-    elif step.mechanism.family is Family.INVERSE_SENSITIVITY:
+    if step.mechanism.family is Family.EXPONENTIAL:  # the EM quantile of one group (``order_releases``)
+        options: dict[str, Any] = {"integers": integers, "decimal_points": decimal_points}
+        return order_releases(step, [x], q, bounds, eps, adj, **options, recording_step=recording_step)[0]
+    if step.mechanism.family is Family.INVERSE_SENSITIVITY:
         rank = max(1, math.ceil(q * x.size))  # shifts by at most 1 between neighbours: utility stays 1-Lipschitz
         result = mech.inverse_sensitivity_order_statistic(x, rank=rank, bounds=bounds, epsilon=eps)
     elif x.size == 0:

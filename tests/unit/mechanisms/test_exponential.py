@@ -667,7 +667,7 @@ def test_groups_drawn_together_take_windows_and_batches(monkeypatch: pytest.Monk
     rate = Fraction(1, 10) / quantile.utility_sensitivity(Fraction(1, 2), Adjacency.ADD_REMOVE, fitted=True)
     batches = rank_sampler._batches(candidates, Fraction(1, 2), rate)
     assert len(batches) > 2 and sum(len(b) for b in batches) == len(candidates)
-    built = [w for batch in batches for w in rank_sampler._group_windows(batch, Fraction(1, 2), rate)]
+    built = [w for batch in batches for w in rank_sampler._group_samplers(batch, Fraction(1, 2), rate)]
     assert [w is None for w in built] == [x.size == 0 for x in groups]  # empty groups take ``draw``
     cut = [w[0].outside.measure > 0 for w in built if w is not None]
     assert any(cut) and not all(cut)

@@ -171,12 +171,12 @@ def test_order_release_of_a_smooth_step_on_no_records_is_a_uniform_public_cell()
 
 def test_order_release_checks_the_mechanisms_loss(monkeypatch: pytest.MonkeyPatch) -> None:
     step = median_step("em_quantile")
-    real = mech.em_quantile
+    real = mech.em_quantile_groups  # the EM quantile of one group or many
 
-    def half_epsilon(x: object, *, epsilon: Fraction, **kw: object) -> object:
-        return real(x, epsilon=epsilon / 2, **kw)  # type: ignore[arg-type]
+    def half_epsilon(groups: object, *, epsilon: Fraction, **kw: object) -> object:
+        return real(groups, epsilon=epsilon / 2, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(mech, "em_quantile", half_epsilon)
+    monkeypatch.setattr(mech, "em_quantile_groups", half_epsilon)
     with deterministic_entropy(7), pytest.raises(InternalError, match="not the planned"):
         order_release(step, np.array([1.0, 2.0]), Fraction(1, 2), (0.0, 10.0), Fraction(1), Adjacency.REPLACE)
 
