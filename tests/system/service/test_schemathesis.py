@@ -41,7 +41,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from tests.system.service.support import REGISTER, Service
+from tests.system.service.support import REGISTER, Service, found_in
 
 EXAMPLES = int(os.environ.get("DPSENSE_SCHEMATHESIS_EXAMPLES", "25"))
 STATEFUL_SCENARIOS = 2 * EXAMPLES
@@ -127,7 +127,7 @@ def _judge(method: str, path: str, status: int, body: str, content_type: str, se
         assert content_type.startswith("application/json"), (method, path, status, content_type)
         error = _strict(body)["error"]
         assert error["code"] and error["message"], (method, path, body[:500])
-    found = sorted(s for s in service.secrets if s in body)
+    found = found_in(service.secrets, body)
     assert found == [], f"true values in {method} {path}: {found}"
     assert str(service.data_dir) not in body
 
