@@ -21,7 +21,8 @@ from typing import Annotated, Any
 
 import typer
 
-from dpsense.cli._app import (
+from dpsense.cli._app import app
+from dpsense.cli._common import (
     DEFAULT_LEDGER,
     AnalystOpt,
     CreateOpt,
@@ -34,7 +35,6 @@ from dpsense.cli._app import (
     _format,
     _require_steward,
     _session,
-    app,
 )
 from dpsense.core.errors import InvalidData, UsageError
 
