@@ -20,9 +20,12 @@ computes the output laws of the median on the panel's ``cluster`` cell (1 000 dr
 
 Then the same two computed laws (and the cells at the default's rate, 1/(1 + 1/16) of it) on ``DATASETS``
 (default 200) fresh U(20, 50) samples: the ratio per sample and its distribution show whether the
-cell's figure is the mechanism or this sample. Ends with ``TARGET`` lines (exit 0 when missed):
+cell's figure is the mechanism or this sample. Last, replace adjacency (Δu = 1): the cells' law at
+ε/(2·17/16) per rank (quantile @6, every set at the points' Δu) against ε/2 (@7, the cells at their own,
+math §8.7), over the same samples. Ends with ``TARGET`` lines (exit 0 when missed):
 ``cells_law_vs_opendp_law_mean_over_samples`` (mean of the per-sample median |error| over the samples,
-cells law / OpenDP law, <= 1.1) and ``default_rate_vs_opendp_law_mean_over_samples`` (<= 1.1).
+cells law / OpenDP law, <= 1.1), ``default_rate_vs_opendp_law_mean_over_samples`` (<= 1.1) and
+``replace_cells_at_own_rate_vs_at_points_rate_mean_over_samples`` (@7 / @6, <= 0.97).
 
     python benchmarks/median_interval.py
 """
@@ -133,6 +136,9 @@ def main() -> int:
                 opendp_law(sample, EPSILON, cell.low, cell.high).median,
                 cells_law(sample, EPSILON, cell.low, cell.high).median,
                 cells_law(sample, EPSILON, cell.low, cell.high, FIT_RATE).median,
+                # replace: Δu = 1, half the add/remove rate per rank; @6 also the fit's 16/17
+                cells_law(sample, EPSILON, cell.low, cell.high, 0.5 * FIT_RATE).median,
+                cells_law(sample, EPSILON, cell.low, cell.high, 0.5).median,
             ]
         )
     table = np.array(rows)
@@ -145,8 +151,10 @@ def main() -> int:
             f"  {label} / opendp law per sample: median {np.median(ratio):.2f}, 10-90 % "
             f"[{np.percentile(ratio, 10):.2f}, {np.percentile(ratio, 90):.2f}], above 2 in {np.mean(ratio > 2):.0%}"
         )
+    print(f"replace, cells' law: at the points' Δu (@6) {means[3]:.5f}, at their own (@7) {means[4]:.5f}")
     print(f"TARGET cells_law_vs_opendp_law_mean_over_samples {means[1] / means[0]:.3f} <= 1.1")
     print(f"TARGET default_rate_vs_opendp_law_mean_over_samples {means[2] / means[0]:.3f} <= 1.1")
+    print(f"TARGET replace_cells_at_own_rate_vs_at_points_rate_mean_over_samples {means[4] / means[3]:.3f} <= 0.97")
     return 0
 
 

@@ -707,8 +707,9 @@ def em_law(
     cells with half the mass and each grid an equal share of the other half; or the multiples k s of a
     declared step in [L, U], each record at its nearest, as cells 0..K-1 of the indices);
     Δu = max(q, 1 - q) under add/remove, else 1. With decimal points a point of G_e also pays 1/16 rank
-    for each clipped record that is not the double of a point of G_e (the fit, math §8.6), and Δu grows
-    by 1/32 under add/remove, 1/16 otherwise (half the width the fit adds to the score's changes).
+    for each clipped record that is not the double of a point of G_e (the fit, math §8.6), and the points'
+    Δu grows by 1/32 under add/remove, 1/16 otherwise (half the width the fit adds to the score's changes);
+    the cells keep the rank term's Δu except under add/remove, where they run at the points' (math §8.7).
     """
     grids = () if integers or step is not None or not decimal_points else mech.quantile.point_grids((low, high))
     fit = Fraction(1, 16)
@@ -724,15 +725,16 @@ def em_law(
         cells, resolution = to_cells(values, low, high), RESOLUTION
     n = len(cells)
     eps = Fraction(epsilon)
-    sens = max(q, 1 - q) if add_remove else Fraction(1)
+    sens = cells_sens = max(q, 1 - q) if add_remove else Fraction(1)
     if grids:
         sens += fit / 2 if add_remove else fit
+        cells_sens = sens if add_remove else cells_sens
 
     def log_weight(c: int) -> float:
         below = sum(1 for x in cells if x < c)
         at_most = sum(1 for x in cells if x <= c)
         dist = max(below - q * n, q * n - at_most, Fraction(0))
-        return -float(eps * dist / (2 * sens))
+        return -float(eps * dist / (2 * cells_sens))
 
     if not grids:
         return _law(cells, resolution, log_weight)

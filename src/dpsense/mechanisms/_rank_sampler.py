@@ -2,13 +2,16 @@
 
 Each candidate set's records form runs (tied positions) and gaps; a segment with ranks [a, b] gets the
 exponent max(floor(q n D) - b D, a D - ceil(q n D), 0) on the public grid D, plus ⌊D/16⌋ per record
-off its decimal grid (the fit), and is proposed with weight (base measure) exp(-rate exponent) by
-``dpsense.noise.categorical``; an exact Bernoulli step accepts it when q n D is not whole. When the
+off its decimal grid (the fit), times its set's gain (the cells' rate over the points', 17/16 under
+replace where each set runs at its own Δu, §8.7; else 1), and is proposed with weight (base measure)
+exp(-rate exponent) by ``dpsense.noise.categorical``; an exact Bernoulli step accepts it when q n D is
+not whole. When the
 segments far from q n are negligible only a window around it enters the float table, with a certified
 bound on what it leaves out, and the whole table is built on the rare draw the window cannot decide:
 the same draws from the same words. The groups of a grouped release build their windows and float tables
 together (``draw_groups``) and draw in order: the same draws as group by group. Proofs:
-docs/math/exponential-mechanism.md §8.1 ("Exact exponents"), §8.6 (the fit); docs/math/floating-point.md §9.3
+docs/math/exponential-mechanism.md §8.1 ("Exact exponents"), §8.6 (the fit), §8.7 (a Δu per candidate set);
+docs/math/floating-point.md §9.3
 ("Windows", "Tables built together").
 """
 
@@ -36,6 +39,7 @@ _EXPONENT_LIMIT = 1 << 61
 #: The fit's price per record off a decimal grid, in ranks: a point of G_e scores -(dist + FIT_WEIGHT d_e)
 #: (docs/math/exponential-mechanism.md §8.6); it takes at most 1/17 of the width of the score's changes.
 FIT_WEIGHT = Fraction(1, 16)
+ONE = Fraction(1)
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,9 @@ class RankTable:
     """The segments' base measures, first cells and grid exponents, and the exact acceptance step.
 
     Segment j is proposed with weight ``lengths[j] exp(-rate exponents[j])`` and accepted with
-    probability ``exp(-accept_below)`` when ``sides[j] == BELOW``, ``exp(-accept_above)`` when ``ABOVE``
-    and always when ``EXACT`` (the Fractions are 0 when D is a multiple of den).
+    probability ``exp(-g accept_below)`` when ``sides[j] == BELOW``, ``exp(-g accept_above)`` when ``ABOVE``
+    and always when ``EXACT``, g = ``gains[0]`` for the cells (part 0) and ``gains[1]`` for the other sets
+    (the Fractions are 0 when D is a multiple of den).
     """
 
     lengths: F64
@@ -56,19 +61,21 @@ class RankTable:
     rate: Fraction
     accept_below: Fraction
     accept_above: Fraction
+    gains: tuple[int, int] = (1, 1)
 
 
 BELOW, ABOVE, EXACT = 0, 1, 2
 
 
-def _grid(n: int, den: int, *, fitted: bool = False) -> int:
+def _grid(n: int, den: int, *, fitted: bool = False, gain: int = 1) -> int:
     """The exponent grid D: den up to 2^20, else 2^20; halved while (n + 1) D > 2^61 (n >= 2^41 only).
 
     ``fitted``: 16 den (so FIT_WEIGHT D is a whole exponent) and (n + 1) D <= 2^60, leaving room for the
-    fit's exponents (at most n D / 16 beside the rank's (n + 1) D).
+    fit's exponents (at most n D / 16 beside the rank's (n + 1) D). ``gain``: the largest set's gain, which
+    multiplies the exponents, divides the limit.
     """
     wanted = den * FIT_WEIGHT.denominator if fitted else den
-    limit = _EXPONENT_LIMIT // 2 if fitted else _EXPONENT_LIMIT
+    limit = (_EXPONENT_LIMIT // 2 if fitted else _EXPONENT_LIMIT) // gain
     grid = wanted if wanted <= _GRID else _GRID
     while grid > 1 and (n + 1) * grid > limit:
         grid = max(1, grid // 2)
@@ -102,14 +109,22 @@ class Target:
     accept_below: Fraction
     accept_above: Fraction
     misfit: int = 0  # the exponent of one record off a decimal grid: floor(FIT_WEIGHT D) (§8.6)
+    gains: tuple[int, int] = (1, 1)  # the exponents' factor for the cells and for the points (§8.7)
 
     @classmethod
-    def of(cls, n: int, q: Fraction, epsilon: Fraction, *, fitted: bool = False) -> Target:
+    def of(cls, n: int, q: Fraction, epsilon: Fraction, *, fitted: bool = False, sharper: Fraction = ONE) -> Target:
+        """The constants for n records; ``epsilon`` is the points' rate, ``sharper`` the cells' over it (§8.7).
+
+        With decimal points the cells' exponents are multiplied by ``sharper.numerator`` and the points' by
+        ``sharper.denominator``, and the rate divided by the latter: a cell segment then weighs
+        exp(-sharper epsilon E / (2 D)), a point exp(-epsilon E / (2 D)). Without them ``sharper`` is unused.
+        """
         num, den = q.numerator, q.denominator
-        grid = _grid(n, den, fitted=fitted)
+        gains = (sharper.numerator, sharper.denominator) if fitted else (1, 1)
+        grid = _grid(n, den, fitted=fitted, gain=max(gains))
         target = num * n
         low, high = (target * grid) // den, -((-target * grid) // den)
-        scale = epsilon / (2 * den * grid)  # acceptance exponent per unit of E D - P den
+        scale = epsilon / (2 * den * grid * gains[1])  # acceptance exponent per unit of E D - P den, gain 1
         return cls(
             grid=grid,
             target=target,
@@ -117,14 +132,15 @@ class Target:
             high=high,
             split=-((-target) // den),
             floor=target // den,
-            rate=epsilon / (2 * grid),
+            rate=epsilon / (2 * grid * gains[1]),
             accept_below=scale * (target * grid - low * den),
             accept_above=scale * (high * den - target * grid),
             misfit=math.floor(FIT_WEIGHT * grid) if fitted else 0,
+            gains=gains,
         )
 
 
-def rank_table(candidates: Candidates | Cells, q: Fraction, epsilon: Fraction) -> RankTable:
+def rank_table(candidates: Candidates | Cells, q: Fraction, epsilon: Fraction, sharper: Fraction = ONE) -> RankTable:
     """The exact rank table (docs/math/exponential-mechanism.md §8.1, "Exact exponents"); large values as ints.
 
     A segment with ranks [a, b] has utility -dist(q n, [a, b]): ``q n - b`` when b < q n (below),
@@ -132,7 +148,7 @@ def rank_table(candidates: Candidates | Cells, q: Fraction, epsilon: Fraction) -
     """
     if isinstance(candidates, Cells):
         candidates = Candidates.of(candidates)
-    target = Target.of(candidates.records.size, q, epsilon, fitted=candidates.misfits is not None)
+    target = Target.of(candidates.records.size, q, epsilon, fitted=candidates.misfits is not None, sharper=sharper)
     misfits = np.array([candidates.misfits or ()], dtype=np.int64)
     return _group_tables(candidates, [target], [_Pieces.whole(part) for part in candidates.parts], misfits)[0]
 
@@ -162,7 +178,7 @@ class Window:
         return np.concatenate(positions)
 
 
-def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction) -> Window | None:
+def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction, sharper: Fraction = ONE) -> Window | None:
     """The segments within the ranks of q n where exp(-rate E) is not negligible; ``None`` when that is all of them.
 
     A segment with b < r_lo has exponent >= floor(q n D) - (r_lo - 1) D >= R, one with a > r_hi has
@@ -176,7 +192,7 @@ def rank_window(candidates: Candidates, q: Fraction, epsilon: Fraction) -> Windo
     runs holding records r_lo - 1 .. r_hi of the sorted records: only records near those are mapped to each
     candidate set.
     """
-    window = _group_windows([candidates], q, epsilon)[0]
+    window = _group_windows([candidates], q, epsilon, sharper)[0]
     return None if window is None or not window.outside.measure else window
 
 
@@ -188,8 +204,10 @@ def total_measure(candidates: Candidates) -> int:
     )
 
 
-def draw_groups(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) -> list[tuple[int, int]]:
-    """One draw for each group, in order: what ``draw(group, q, epsilon, 1)`` returns from the same words.
+def draw_groups(
+    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction, sharper: Fraction = ONE
+) -> list[tuple[int, int]]:
+    """One draw for each group, in order: what ``draw(group, q, epsilon, 1, sharper)`` returns from the same words.
 
     The groups' windows (``rank_window``; the whole table when the window would hold it all) are built
     together (``_group_windows``) and their float tables too (``WindowedSampler.build_many``); each group's
@@ -199,9 +217,12 @@ def draw_groups(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) ->
     those of ``draw`` called for each group in turn.
     """
     out = []
-    for batch in _batches(groups, q, epsilon):
-        for candidates, one in zip(batch, _group_samplers(batch, q, epsilon), strict=True):
-            parts, positions = draw(candidates, q, epsilon, 1) if one is None else _draw_window(candidates, *one, 1)
+    for batch in _batches(groups, q, epsilon, sharper):
+        for candidates, one in zip(batch, _group_samplers(batch, q, epsilon, sharper), strict=True):
+            if one is None:
+                parts, positions = draw(candidates, q, epsilon, 1, sharper)
+            else:
+                parts, positions = _draw_window(candidates, *one, 1)
             out.append((int(parts[0]), int(positions[0])))
     return out
 
@@ -211,13 +232,16 @@ def draw_groups(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) ->
 BATCH_RECORDS = 1 << 14
 
 
-def _batches(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) -> list[Sequence[Candidates]]:
+def _batches(
+    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction, sharper: Fraction = ONE
+) -> list[Sequence[Candidates]]:
     """Consecutive groups whose windows hold about ``BATCH_RECORDS`` records in all (at least one group each)."""
     if not groups:
         return []
-    target = Target.of(groups[0].records.size, q, epsilon, fitted=groups[0].misfits is not None)
+    target = Target.of(groups[0].records.size, q, epsilon, fitted=groups[0].misfits is not None, sharper=sharper)
     rate = float(target.rate) if target.rate < 2**1000 else math.inf
-    span = len(groups[0].records) if not 0.0 < rate < math.inf else 2 * (_reach(groups[0], rate) // target.grid) + 2
+    ranks = target.grid * min(target.gains)  # exponent units per rank of the slowest set
+    span = len(groups[0].records) if not 0.0 < rate < math.inf else 2 * (_reach(groups[0], rate) // ranks) + 2
     batches, start, held = [], 0, 0
     for g, candidates in enumerate(groups):
         held += min(candidates.records.size, span)
@@ -234,7 +258,9 @@ def _reach(candidates: Candidates, rate: float) -> int:
     return math.ceil((bits * math.log(2) + 2.0) / rate) + 1
 
 
-def _group_windows(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction) -> list[Window | None]:
+def _group_windows(
+    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction, sharper: Fraction = ONE
+) -> list[Window | None]:
     """The window of each group, built together (``None`` where a group takes ``draw``'s whole table).
 
     A group whose window would hold every segment gets that whole table as its window, with nothing left out
@@ -246,7 +272,7 @@ def _group_windows(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction)
         return out
     model = groups[0]
     fitted = model.misfits is not None
-    targets = [Target.of(c.records.size, q, epsilon, fitted=fitted) for c in groups]
+    targets = [Target.of(c.records.size, q, epsilon, fitted=fitted, sharper=sharper) for c in groups]
     rate = targets[0].rate
     chosen = [
         g
@@ -257,6 +283,7 @@ def _group_windows(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction)
         and (c.misfits is not None) == fitted
         and t.rate == rate
         and t.grid == targets[0].grid
+        and t.gains == targets[0].gains
     ]
     rate_f = float(rate) if rate < 2**1000 else math.inf
     if not chosen or not 0.0 < rate_f < math.inf:
@@ -264,11 +291,14 @@ def _group_windows(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction)
     measure = total_measure(model)
     reach = _reach(model, rate_f)
     grid = targets[0].grid
+    # a segment's exponent is its set's gain times its rank exponent (plus the fit): the slowest set's gain
+    # turns the reach R into the rank exponent every left-out segment reaches, ceil(R / gain)
+    per_rank = -(-reach // min(targets[0].gains))
     n = np.array([groups[g].records.size for g in chosen], dtype=np.int64)
     low = np.array([targets[g].low for g in chosen], dtype=np.int64)
     high = np.array([targets[g].high for g in chosen], dtype=np.int64)
-    r_lo = (low - reach) // grid + 1
-    r_hi = -(-(high + reach) // grid) - 1
+    r_lo = (low - per_rank) // grid + 1
+    r_hi = -(-(high + per_rank) // grid) - 1
     partial = (r_lo > 0) | (r_hi < n)  # else the window holds the whole table: nothing is left out
     first, last = np.maximum(r_lo - 1, 0), np.minimum(r_hi, n - 1)
     records = np.concatenate([groups[g].records for g in chosen])
@@ -284,15 +314,15 @@ def _group_windows(groups: Sequence[Candidates], q: Fraction, epsilon: Fraction)
 
 
 def _group_samplers(
-    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction
+    groups: Sequence[Candidates], q: Fraction, epsilon: Fraction, sharper: Fraction = ONE
 ) -> list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None]:
     """Each group's window with its sampler (``WindowedSampler.build_many``) and its whole table, built on demand."""
-    chosen = [(g, window) for g, window in enumerate(_group_windows(groups, q, epsilon)) if window is not None]
+    chosen = [(g, window) for g, window in enumerate(_group_windows(groups, q, epsilon, sharper)) if window is not None]
     out: list[tuple[Window, WindowedSampler, Callable[[], RankTable]] | None] = [None] * len(groups)
     if not chosen:
         return out
     tables = [window.table for _, window in chosen]
-    wholes = [functools.cache(lambda c=groups[g]: rank_table(c, q, epsilon)) for g, _ in chosen]
+    wholes = [functools.cache(lambda c=groups[g]: rank_table(c, q, epsilon, sharper)) for g, _ in chosen]
     samplers = WindowedSampler.build_many(
         np.concatenate([t.lengths for t in tables]),
         np.concatenate([t.exponents for t in tables]),
@@ -366,6 +396,9 @@ def _group_tables(model: Candidates, targets: list[Target], pieces: list[_Pieces
     np.maximum(exponents, 0, out=exponents)
     if model.misfits is not None and targets[0].misfit:
         exponents += np.repeat(misfits.ravel() * targets[0].misfit, flat)
+    gains = targets[0].gains
+    if gains != (1, 1):  # each set at its own Δu (§8.7): the cells' exponents times gains[0], the points' gains[1]
+        exponents *= np.where(parts == 0, gains[0], gains[1])
     sides = (EXACT - 2 * below_target - above_target).astype(np.int8)
     lengths = mass.astype(np.float64)
     bounds = np.cumsum(per_group) - per_group
@@ -383,6 +416,7 @@ def _group_tables(model: Candidates, targets: list[Target], pieces: list[_Pieces
                 rate=t.rate,
                 accept_below=t.accept_below,
                 accept_above=t.accept_above,
+                gains=t.gains,
             )
         )
     return tables
@@ -532,6 +566,7 @@ def _accepted(table: RankTable, runs: I64) -> NDArray[np.bool_]:
     for lane, run in enumerate(runs.tolist()):
         side = int(table.sides[run])
         x = table.accept_below if side == BELOW else table.accept_above if side == ABOVE else Fraction(0)
+        x *= table.gains[0] if table.parts[run] == 0 else table.gains[1]
         if x:
             accept[lane] = exact.python_bernoulli_exp(x.numerator, x.denominator)
     return accept
@@ -542,17 +577,18 @@ def draw_cells(cells: Cells, q: Fraction, epsilon: Fraction, size: int) -> I64:
     return draw(Candidates.of(cells), q, epsilon, size)[1]
 
 
-def draw(candidates: Candidates, q: Fraction, epsilon: Fraction, size: int) -> tuple[I64, I64]:
+def draw(candidates: Candidates, q: Fraction, epsilon: Fraction, size: int, sharper: Fraction = ONE) -> tuple[I64, I64]:
     """``size`` independent exact draws: (candidate set, position) each (the mechanism's randomness).
 
     ``epsilon`` is the rate of the utility in rank units: the privacy loss divided by the utility's
-    sensitivity (``utility_sensitivity``). The law is the whole rank table's; when the segments far from
-    q n are negligible, only a window around it enters the float table (``rank_window``), and the whole
-    table is built on the rare draw the window's margin does not decide: the same draws from the same
-    words (docs/math/floating-point.md §9.3, "Windows").
+    sensitivity (``utility_sensitivity``); with decimal points that is the points' rate, and ``sharper``
+    (the points' Δu over the cells', >= 1) gives the cells theirs (§8.7). The law is the whole rank
+    table's; when the segments far from q n are negligible, only a window around it enters the float
+    table (``rank_window``), and the whole table is built on the rare draw the window's margin does not
+    decide: the same draws from the same words (docs/math/floating-point.md §9.3, "Windows").
     """
-    whole = functools.cache(lambda: rank_table(candidates, q, epsilon))
-    window = rank_window(candidates, q, epsilon)
+    whole = functools.cache(lambda: rank_table(candidates, q, epsilon, sharper))
+    window = rank_window(candidates, q, epsilon, sharper)
     windowed = None
     if window is not None:
         windowed = WindowedSampler.build(

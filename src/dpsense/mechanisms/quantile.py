@@ -60,6 +60,7 @@ __all__ = [
     "MECHANISM",
     "REPORTED_CONFIDENCE",
     "DecimalGrid",
+    "cells_sharper",
     "decimal_grids",
     "em_quantile",
     "em_quantile_groups",
@@ -74,12 +75,13 @@ __all__ = [
     "utility_sensitivity",
 ]
 
-#: The mechanism's version: @6 charges each decimal grid's point for the records off its grid (the fit,
-#: §8.6; @5 was a rule of grids of >= 100 points, reverted before it landed); @4 may add the points of
-#: the decimal grids of [L, U] (@3: the integers alone); @2 ranks ties (an occupied cell holds the ranks
-#: of its records) and sharpens the weights under add/remove; @1 gave every cell the rank of the records
-#: strictly below it.
-MECHANISM = "quantile/em-cells-exact@6"
+#: The mechanism's version: @7 runs the cells at the rank term's Δu beside the decimal points under replace
+#: (and when no adjacency is stated; §8.7; @6 ran every set at the points' Δu); @6 charges
+#: each decimal grid's point for the records off its grid (the fit, §8.6; @5 was a rule of grids of >= 100
+#: points, reverted before it landed); @4 may add the points of the decimal grids of [L, U] (@3: the
+#: integers alone); @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens the weights
+#: under add/remove; @1 gave every cell the rank of the records strictly below it.
+MECHANISM = "quantile/em-cells-exact@7"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
 
@@ -100,11 +102,27 @@ def utility_sensitivity(q: Fraction, adjacency: Adjacency | None, *, fitted: boo
     (adjacency not stated) takes 1, valid under both. ``fitted`` (decimal points beside the cells): a
     point of G_e also pays FIT_WEIGHT per record off G_e, a count that moves by 0 or +1 when a record
     is added (0 or -1 removed) and by -1..1 when one is replaced, so the width grows by FIT_WEIGHT under
-    add/remove and 2 FIT_WEIGHT otherwise: Δu + FIT_WEIGHT / 2, or 1 + FIT_WEIGHT (§8.6).
+    add/remove and 2 FIT_WEIGHT otherwise: Δu + FIT_WEIGHT / 2, or 1 + FIT_WEIGHT (§8.6). That is the
+    points' Δu; under replace the cells pay no fit and keep the rank term's (``cells_sharper``, §8.7).
     """
     if adjacency is Adjacency.ADD_REMOVE:
         return max(q, 1 - q) + (FIT_WEIGHT / 2 if fitted else 0)
     return Fraction(1) + (FIT_WEIGHT if fitted else 0)
+
+
+def cells_sharper(q: Fraction, adjacency: Adjacency | None) -> Fraction:
+    """How much faster the cells' weights fall than the decimal points' (§8.7): 17/16, or 1 under add/remove.
+
+    Under replace, and when no adjacency is stated, a changed record moves a cell's score within [-1, 1]
+    and a point's within [-1 - FIT_WEIGHT, 1 + FIT_WEIGHT]: weighted by their own widths, every candidate's
+    change lies in one interval of width 1, so the mechanism is ε-DP with the cells at the rank term's
+    Δu = 1; an added or removed record (a group's view of a replaced unit) moves them less. Under
+    add/remove the points' interval [-Δu - FIT_WEIGHT, Δu] is not centred on the cells' [-Δu, Δu]: by their
+    own widths the two would span more than 1, so every set runs at the points' Δu (§8.6).
+    """
+    if adjacency is Adjacency.ADD_REMOVE:
+        return Fraction(1)
+    return utility_sensitivity(q, adjacency, fitted=True) / utility_sensitivity(q, adjacency)
 
 
 def _details(
@@ -194,7 +212,8 @@ def em_quantile(
             [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
             at a recorded value of a numeric column (whole years, tenths, cents) is released at that
             value (docs/math/exponential-mechanism.md §8.3); a point of a grid pays FIT_WEIGHT per
-            record off that grid and Δu grows by FIT_WEIGHT / 2 (add/remove) or FIT_WEIGHT (§8.6).
+            record off that grid and its Δu grows by FIT_WEIGHT / 2 (add/remove) or FIT_WEIGHT (§8.6);
+            under replace (or no adjacency stated) the cells keep the rank term's Δu = 1 (§8.7).
             Cells alone when resolution > 2^32.
         step: a declared recording step s (a decimal such as ``"0.01"`` or ``25``): the candidates are the
             points k s in [L, U] alone, each record rounded to the nearest (§8.5); overrides ``integers``
@@ -250,12 +269,16 @@ def em_quantile_groups(
     candidates, release = prepared_groups(groups, bounds, resolution, integers, decimal_points, step)
     if not candidates:
         return []
-    sensitivity = utility_sensitivity(quantile, adjacency, fitted=candidates[0].misfits is not None)
-    chosen = draw_groups(candidates, quantile, eps / sensitivity)
+    fitted = candidates[0].misfits is not None
+    sensitivity = utility_sensitivity(quantile, adjacency, fitted=fitted)
+    sharper = cells_sharper(quantile, adjacency) if fitted else Fraction(1)
+    chosen = draw_groups(candidates, quantile, eps / sensitivity, sharper)
     parts = np.array([part for part, _ in chosen], dtype=np.int64)
     values = release(parts, np.array([position for _, position in chosen], dtype=np.int64))
     guarantee = _guarantee(eps, sensitivity, 1, adjacency)
     details = {"q": str(quantile), **_details(eps, sensitivity, candidates[0], 1, integers)}  # public: the same for all
+    if fitted:  # the points run at ``utility_sensitivity``, the cells at this (§8.7)
+        details["cells_utility_sensitivity"] = str(sensitivity / sharper)
     return [
         MechanismResult(
             value=float(value),
@@ -301,8 +324,10 @@ def em_quantiles(
     sensitivities = [
         utility_sensitivity(quantile, adjacency, fitted=candidates.misfits is not None) for quantile in quantiles
     ]
+    fitted = candidates.misfits is not None
     draws = [
-        draw(candidates, quantile, share / sens, 1) for quantile, sens in zip(quantiles, sensitivities, strict=True)
+        draw(candidates, quantile, share / sens, 1, cells_sharper(quantile, adjacency) if fitted else Fraction(1))
+        for quantile, sens in zip(quantiles, sensitivities, strict=True)
     ]
     part, chosen = (np.concatenate([d[i] for d in draws]) for i in (0, 1))
     return MechanismResult(

@@ -40,3 +40,13 @@ def test_cli_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--samples", "20000", "--only", "laplace", "--controls"]) == 0
     out = capsys.readouterr().out
     assert "claim ε" in out and "caught" in out and "laplace" in out
+
+
+@pytest.mark.statistical
+def test_the_em_with_decimal_points_under_replace_passes_and_its_fast_cells_control_is_caught() -> None:
+    """§8.7's rates under replace: the released mechanism stays under ε, the cells at twice their rate do not."""
+    by_name = {s.name: s for s in classical_scenarios()}
+    released = run_audit(by_name["em_quantile decimal points, replace"], samples=20_000)
+    control = run_audit(by_name["control: EM decimal points with the cells twice as fast"], samples=200_000)
+    assert not released.flagged, released.result
+    assert control.flagged, control.result

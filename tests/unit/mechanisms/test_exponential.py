@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from fractions import Fraction
 
@@ -14,7 +16,7 @@ from dpsense.mechanisms import _rank_sampler as rank_sampler
 from dpsense.mechanisms import quantile
 from dpsense.mechanisms.exponential import em_weights, exponential_mechanism, report_noisy_max
 from dpsense.mechanisms.quantile import em_quantile, em_quantiles
-from dpsense.noise import entropy
+from dpsense.noise import entropy, exact
 from dpsense.noise.testing import deterministic_entropy
 from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
 from tests.statistical.power import assert_calibrated
@@ -354,9 +356,11 @@ def test_integer_candidates_refuse_bounds_without_an_integer_and_a_resolution() 
 def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
     """K cells (2^20 each) and the points of each decimal grid (2^20 K / J per grid), ranks from the definition.
 
-    A point of G_e also pays FIT_WEIGHT for each record off G_e (§8.6), and the rate is ε / (2 Δ) with
-    Δ = 1 + FIT_WEIGHT (no adjacency stated). Hundredths around a tie at 2: the tenths' and whole numbers'
-    points pay for 20 and 22 records off them, so a law without the fit, or with twice it, is rejected.
+    A point of G_e also pays FIT_WEIGHT for each record off G_e (§8.6), and each set runs at its own Δu
+    (§8.7): the points at ε / (2 Δ) with Δ = 1 + FIT_WEIGHT (no adjacency stated), the cells at ε / 2 (the rank
+    term's Δu = 1). Hundredths around a tie at 2: the tenths' and whole numbers' points pay for 20 and 22
+    records off them, so a law without the fit, or with twice it, is rejected; so is one whose cells run
+    30 % slower or faster than their own Δu gives.
     """
     values = np.array(
         [2.0] * 4
@@ -384,6 +388,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         dtype=object,
     )
     assert released[0].details["utility_sensitivity"] == str(sens)
+    assert released[0].details["cells_utility_sensitivity"] == "1"
     outputs = np.array([r.value for r in released])
     # outcome index: a cell midpoint (x.5 on this grid) -> its cell; a decimal point -> the first grid holding it
     # (points of several grids with one value are merged into one outcome)
@@ -392,16 +397,17 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         values_of.setdefault(p, len(values_of))
     index = np.array([resolution + values_of[o] if o in values_of else int(o * resolution / high) for o in outputs])
 
-    def pmf(f: float, fit: float = 1.0) -> np.ndarray:
+    def pmf(f: float, fit: float = 1.0, cells_f: float = 1.0) -> np.ndarray:
         rate = epsilon * Fraction(str(f)) / sens
+        cells_rate = epsilon * Fraction(str(f)) * Fraction(str(cells_f))  # the cells' Δu: 1
         cells = np.minimum(np.floor(values * resolution / high), resolution - 1)
         qn = q * len(values)
 
-        def weight(a: int, b: int, measure: int, off: int) -> float:
+        def weight(a: int, b: int, measure: int, off: int, at: Fraction = rate) -> float:
             price = Fraction(str(fit)) * quantile.FIT_WEIGHT * off
-            return measure * math.exp(-float(rate * (max(a - qn, qn - b, Fraction(0)) + price) / 2))
+            return measure * math.exp(-float(at * (max(a - qn, qn - b, Fraction(0)) + price) / 2))
 
-        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20, 0) for c in range(resolution)]
+        w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20, 0, cells_rate) for c in range(resolution)]
         merged = np.zeros(len(values_of))
         for j, p in points:
             measure = 2**20 * resolution // (len(grids) * grids[j].size)
@@ -414,6 +420,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
     assert_calibrated(
         lambda f: chi_square_pvalue(index, lambda s: pmf(1.0, f)[s], 0, last), wrong=(0.0, 2.0), what="fit weight"
     )
+    assert_calibrated(lambda f: chi_square_pvalue(index, lambda s: pmf(1.0, 1.0, f)[s], 0, last), what="cells' rate")
 
 
 def test_the_records_are_clipped_and_sorted_on_a_copy_and_never_copied_when_already_so() -> None:
@@ -474,6 +481,127 @@ def test_the_fit_adds_its_price_to_every_segment_of_a_grid() -> None:
     np.testing.assert_array_equal(with_fit.exponents, without.exponents * 16 + price)
     assert fitted.misfits == (0, 0, 0, 2, 3)  # G_-3, G_-2 hold all; G_-1 misses 0.37 and 6.25, G_0 also 1.5
     assert float(with_fit.rate) == float(rate) / 64
+
+
+def test_under_replace_each_candidate_set_runs_at_its_own_utility_sensitivity() -> None:
+    """§8.7: the cells' exponents times 17 and the points' times 16 at a sixteenth of the rate.
+
+    A cell segment then weighs exp(-(17/16) r E), a point exp(-r E): under replace (and with no adjacency
+    stated) the cells at the rank term's Δu = 1, the points at 1 + 1/16, for every q. Under add/remove
+    every set keeps the points' Δu (the two sets' intervals are not centred alike, §8.7). The table
+    without the gains is @6's, where every set ran at the points' rate.
+    """
+    half = Fraction(1, 2)
+    for q in (half, Fraction(9, 10), Fraction(1, 3)):
+        for adjacency in (None, Adjacency.REPLACE):
+            assert quantile.utility_sensitivity(q, adjacency) == 1
+            assert quantile.utility_sensitivity(q, adjacency, fitted=True) == Fraction(17, 16)
+            assert quantile.cells_sharper(q, adjacency) == Fraction(17, 16)
+        assert quantile.cells_sharper(q, Adjacency.ADD_REMOVE) == 1
+    released = em_quantile([1.0], q=0.5, bounds=(0, 8), epsilon=1, adjacency=Adjacency.REPLACE, decimal_points=True)
+    assert released.details["utility_sensitivity"] == "17/16"
+    assert released.details["cells_utility_sensitivity"] == "1"
+    released = em_quantile([1.0], q=0.5, bounds=(0, 8), epsilon=1, adjacency=Adjacency.ADD_REMOVE, decimal_points=True)
+    assert released.details["cells_utility_sensitivity"] == "17/32"
+    data = np.array([0.37, 1.5, 2.0, 2.0, 6.25])
+    fitted, _ = quantile_candidates.prepared(data, (0.0, 8.0), 8, False, True)
+    rate = Fraction(1)
+    one_rate = rank_sampler.rank_table(fitted, half, rate)
+    own = rank_sampler.rank_table(fitted, half, rate, Fraction(17, 16))
+    gains = np.where(own.parts == 0, 17, 16)
+    np.testing.assert_array_equal(own.exponents, one_rate.exponents * gains)
+    assert own.rate == one_rate.rate / 16 and own.gains == (17, 16) and one_rate.gains == (1, 1)
+    weights = own.exponents * float(own.rate)
+    cells = own.parts == 0
+    np.testing.assert_allclose(weights[cells], one_rate.exponents[cells] * float(one_rate.rate) * 17 / 16)
+    np.testing.assert_allclose(weights[~cells], one_rate.exponents[~cells] * float(one_rate.rate))
+    # integer candidates have no points: no gains, whatever is asked
+    integers, _ = quantile_candidates.prepared(data, (0.0, 8.0), None, True, False)
+    assert rank_sampler.rank_table(integers, half, rate, Fraction(17, 16)).gains == (1, 1)
+    # the window's table is the whole table's rows near q n, the same exponents and gains
+    many = np.round(np.linspace(0.0, 8.0, 4001), 2)  # hundredths: the points of G_-2 and G_-3 pay no fit
+    wide, _ = quantile_candidates.prepared(many, (0.0, 8.0), None, False, True)
+    assert wide.misfits is not None and 0 in wide.misfits[1:]
+    window = rank_sampler.rank_window(wide, half, Fraction(2), Fraction(17, 16))
+    assert window is not None and window.outside.measure > 0
+    whole = rank_sampler.rank_table(wide, half, Fraction(2), Fraction(17, 16))
+    rows = window.rows_in_whole(wide)
+    np.testing.assert_array_equal(window.table.exponents, whole.exponents[rows])
+    # every row left out reaches the window's bound R in exponent units, whatever its set's gain
+    left_out = np.setdiff1d(np.arange(whole.exponents.size), rows)
+    assert left_out.size and int(whole.exponents[left_out].min()) >= window.outside.exponent
+
+
+@functools.cache
+def _value_law(records: tuple[float, ...], sharper: Fraction) -> dict[float, float]:
+    """The exact output law of the EM median with decimal points on [0, 8] (8 cells) under replace, by value."""
+    candidates, release = quantile_candidates.prepared(np.sort(np.asarray(records)), (0.0, 8.0), 8, False, True)
+    rate = 1 / quantile.utility_sensitivity(Fraction(1, 2), Adjacency.REPLACE, fitted=True)
+    table = rank_sampler.rank_table(candidates, Fraction(1, 2), rate, sharper)
+    assert not table.accept_below and not table.accept_above
+    log_w = np.full(table.lengths.size, -np.inf)
+    held = table.lengths > 0
+    log_w[held] = np.log(table.lengths[held]) - float(table.rate) * table.exponents[held].astype(float)
+    weights = np.exp(log_w - log_w.max())
+    weights /= weights.sum()
+    segments = np.repeat(np.arange(table.parts.size), table.counts)  # one row per candidate position
+    offsets = np.arange(segments.size) - np.repeat(np.cumsum(table.counts) - table.counts, table.counts)
+    strides = np.array([lattice.stride for lattice in candidates.lattices])[table.parts[segments]]
+    outputs = np.asarray(release(table.parts[segments], table.starts[segments] + strides * offsets), dtype=float)
+    mass = weights[segments] / table.counts[segments]
+    found, where = np.unique(outputs, return_inverse=True)
+    law = np.zeros(found.size)
+    np.add.at(law, where, mass)
+    return dict(zip(found.tolist(), law.tolist(), strict=True))
+
+
+def test_the_cells_own_rate_keeps_the_replace_loss_under_epsilon_on_every_small_pair() -> None:
+    """Exact laws, every replace pair of <= 3 records on 7 values (on and off the grids): loss <= ε at §8.7's rates.
+
+    At twice the cells' rate the loss passes ε (the audit's control): the check can fail.
+    """
+    values = [0.5, 1.0, 2.0, 3.45, 6.5, 7.0, 7.5]
+    worst = {Fraction(17, 16): 0.0, Fraction(17, 8): 0.0}
+    for n in range(1, 4):
+        for x in itertools.combinations_with_replacement(values, n):
+            for i, v in itertools.product(range(n), values):
+                y = [*x[:i], v, *x[i + 1 :]]
+                for sharper in worst:
+                    lx, ly = _value_law(tuple(sorted(x)), sharper), _value_law(tuple(sorted(y)), sharper)
+                    loss = max(abs(math.log(lx[o] / ly[o])) for o in lx.keys() & ly.keys())
+                    worst[sharper] = max(worst[sharper], loss)
+    assert quantile.cells_sharper(Fraction(1, 2), Adjacency.REPLACE) == Fraction(17, 16)
+    assert worst[Fraction(17, 16)] <= 1.0 < worst[Fraction(17, 8)]
+
+
+def test_the_cells_acceptance_step_scales_with_their_gain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A q whose q n D is not whole: a cell off q n is accepted with exp(-g_c a), a point with exp(-g_p a)."""
+    q = Fraction(1, 3) + Fraction(1, 2**40)  # a denominator above 2^16: D stops at 2^20, q n D is not whole
+    data = np.array([0.37, 1.5, 2.0, 2.0, 6.25])
+    fitted, _ = quantile_candidates.prepared(data, (0.0, 8.0), 8, False, True)
+    sharper = quantile.cells_sharper(q, Adjacency.REPLACE)
+    table = rank_sampler.rank_table(fitted, q, Fraction(1), sharper)
+    assert table.accept_below > 0 and table.accept_above > 0
+    assert table.gains == (sharper.numerator, sharper.denominator) and table.gains[0] > table.gains[1]
+    asked: list[Fraction] = []
+
+    def bernoulli(num: int, den: int) -> bool:
+        asked.append(Fraction(num, den))
+        return True
+
+    monkeypatch.setattr(exact, "python_bernoulli_exp", bernoulli)
+    seen = set()
+    for run in range(table.exponents.size):
+        side = int(table.sides[run])
+        if side == rank_sampler.EXACT:
+            continue
+        asked.clear()
+        assert rank_sampler._accepted(table, np.array([run]))[0]
+        base = table.accept_below if side == rank_sampler.BELOW else table.accept_above
+        cell = int(table.parts[run]) == 0
+        assert asked == [base * table.gains[0 if cell else 1]]
+        seen.add(cell)
+    assert seen == {True, False}
 
 
 def test_decimal_points_release_ties_at_their_recorded_value() -> None:
@@ -624,11 +752,12 @@ _GROUP_SIZES = [0, 1, 2, 3, 17, 500, 4_600, 9_000, 20_000, 1, 0, 300, 2_000, 2_0
     "options",
     [
         {"decimal_points": True, "adjacency": Adjacency.ADD_REMOVE},
+        {"decimal_points": True, "adjacency": Adjacency.REPLACE},  # the cells at their own rate (§8.7)
         {"decimal_points": False},
         {"integers": True},
         {"step": "0.5", "adjacency": Adjacency.ADD_REMOVE},
     ],
-    ids=["points", "cells", "integers", "step"],
+    ids=["points", "points-replace", "cells", "integers", "step"],
 )
 @pytest.mark.parametrize(
     ("q", "epsilon"),
