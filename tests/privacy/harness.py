@@ -707,9 +707,9 @@ def em_law(
     cells with half the mass and each grid an equal share of the other half; or the multiples k s of a
     declared step in [L, U], each record at its nearest, as cells 0..K-1 of the indices);
     Δu = max(q, 1 - q) under add/remove, else 1. With decimal points a point of G_e also pays 1/16 rank
-    for each clipped record that is not the double of a point of G_e (the fit, math §8.6), and the points'
-    Δu grows by 1/32 under add/remove, 1/16 otherwise (half the width the fit adds to the score's changes);
-    the cells keep the rank term's Δu except under add/remove, where they run at the points' (math §8.7).
+    for each clipped record that is not the double of a point of G_e (the fit, math §8.6), and the points
+    run at Δu + 1/16 (the fit's count moves by at most one), the cells at the rank term's Δu, their ratio
+    rounded down to a multiple of 1/64 (math §8.7).
     """
     grids = () if integers or step is not None or not decimal_points else mech.quantile.point_grids((low, high))
     fit = Fraction(1, 16)
@@ -727,8 +727,9 @@ def em_law(
     eps = Fraction(epsilon)
     sens = cells_sens = max(q, 1 - q) if add_remove else Fraction(1)
     if grids:
-        sens += fit / 2 if add_remove else fit
-        cells_sens = sens if add_remove else cells_sens
+        sens += fit
+        # the cells' speed-up sens / cells_sens, rounded down to a multiple of 1/64 (math §8.7)
+        cells_sens = sens / Fraction(math.floor(sens / cells_sens * 64), 64)
 
     def log_weight(c: int) -> float:
         below = sum(1 for x in cells if x < c)

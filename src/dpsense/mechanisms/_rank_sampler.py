@@ -2,8 +2,8 @@
 
 Each candidate set's records form runs (tied positions) and gaps; a segment with ranks [a, b] gets the
 exponent max(floor(q n D) - b D, a D - ceil(q n D), 0) on the public grid D, plus ⌊D/16⌋ per record
-off its decimal grid (the fit), times its set's gain (the cells' rate over the points', 17/16 under
-replace where each set runs at its own Δu, §8.7; else 1), and is proposed with weight (base measure)
+off its decimal grid (the fit), times its set's gain (each set runs at its own Δu: the cells' rate over the
+points' is a ratio of small integers, §8.7), and is proposed with weight (base measure)
 exp(-rate exponent) by ``dpsense.noise.categorical``; an exact Bernoulli step accepts it when q n D is
 not whole. When the
 segments far from q n are negligible only a window around it enters the float table, with a certified

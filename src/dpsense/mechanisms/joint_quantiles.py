@@ -7,7 +7,7 @@ quantiles below it on the records at or below the released value (rescaled ranks
 those above it on the records above (domain [v, U]), and so on. The slices of one level are disjoint
 and decided by earlier (public) outputs, so a record added or removed changes one slice per level:
 each level is ε/d-DP by parallel composition (each slice's EM is ε/d-DP for that change, Δu =
-max(q', 1 - q') of its rescaled q', plus the fit's 1/32 when decimal points join the cells, §8.6);
+max(q', 1 - q') of its rescaled q' for the cells, and 1/16 more for the decimal points, §8.6-8.7);
 under replace a record can leave one slice and enter another, so each EM runs at ε/(2d). The levels
 compose to ε (Dwork-Roth Thm 3.16). Each quantile costs ε/d (ε/2d under replace) instead of ε/m: for
 deciles (m = 9, d = 4) 2.25x the budget per quantile of ``em_quantiles`` under add/remove. The

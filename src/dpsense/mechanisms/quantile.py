@@ -12,10 +12,11 @@ Exact sampling: integer exponents on a public grid with an exact acceptance step
 For a numeric column the points of the decimal grids of [L, U] (10^e Z with 2 to 2^16 points each) can
 join the cells as candidates, so a tie at a recorded value (a whole number, a tenth, a cent stored as a
 float) is released at its value; each such point pays 1/16 rank per record off its grid (the fit: the
-grids the data are not recorded on lose their pull), which widens Δu by 1/32 under add/remove and 1/16
-under replace. A column's declared recording step s makes the points k s of [L, U] the only
+grids the data are not recorded on lose their pull), so the points run at Δu + 1/16 and the cells at
+the rank term's Δu (§8.7). A column's declared recording step s makes the points k s of [L, U] the only
 candidates. Proofs: docs/math/exponential-mechanism.md §8.1 (cells, exact exponents), §8.2 (ties,
-add/remove Δu, integer candidates), §8.3 (decimal points), §8.5 (a declared step), §8.6 (the fit).
+add/remove Δu, integer candidates), §8.3 (decimal points), §8.5 (a declared step), §8.6 (the fit),
+§8.7 (a Δu per candidate set).
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ __all__ = [
     "utility_sensitivity",
 ]
 
-#: The mechanism's version: @7 runs the cells at the rank term's Δu beside the decimal points under replace
-#: (and when no adjacency is stated; §8.7; @6 ran every set at the points' Δu); @6 charges
+#: The mechanism's version: @7 runs each candidate set at its own Δu, the cells at the rank term's and the
+#: decimal points at the rank term's plus the fit's whole range (§8.7; @6 ran every set at one Δu, the
+#: rank term's plus half the fit's range under add/remove); @6 charges
 #: each decimal grid's point for the records off its grid (the fit, §8.6; @5 was a rule of grids of >= 100
 #: points, reverted before it landed); @4 may add the points of the decimal grids of [L, U] (@3: the
 #: integers alone); @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens the weights
@@ -99,30 +101,33 @@ def utility_sensitivity(q: Fraction, adjacency: Adjacency | None, *, fitted: boo
     Rank utility alone: max(q, 1 − q) under add/remove, 1 otherwise. Adding or removing a record moves
     every rank count by 0 or 1 and q n by q, so the utility moves by at most max(q, 1 − q); replacing one
     (n fixed) moves the counts by at most 1 (docs/math/exponential-mechanism.md §8.2). ``None``
-    (adjacency not stated) takes 1, valid under both. ``fitted`` (decimal points beside the cells): a
-    point of G_e also pays FIT_WEIGHT per record off G_e, a count that moves by 0 or +1 when a record
-    is added (0 or -1 removed) and by -1..1 when one is replaced, so the width grows by FIT_WEIGHT under
-    add/remove and 2 FIT_WEIGHT otherwise: Δu + FIT_WEIGHT / 2, or 1 + FIT_WEIGHT (§8.6). That is the
-    points' Δu; under replace the cells pay no fit and keep the rank term's (``cells_sharper``, §8.7).
+    (adjacency not stated) takes 1, valid under both. ``fitted``: the decimal points' Δu beside the
+    cells. A point of G_e also pays FIT_WEIGHT per record off G_e, a count that moves by 0 or +1 when a
+    record is added (0 or -1 removed) and by -1..1 when one is replaced, so its score moves by at most
+    Δu + FIT_WEIGHT either way (§8.6, §8.7); the cells pay no fit and keep the rank term's Δu
+    (``cells_sharper``).
     """
     if adjacency is Adjacency.ADD_REMOVE:
-        return max(q, 1 - q) + (FIT_WEIGHT / 2 if fitted else 0)
+        return max(q, 1 - q) + (FIT_WEIGHT if fitted else 0)
     return Fraction(1) + (FIT_WEIGHT if fitted else 0)
 
 
 def cells_sharper(q: Fraction, adjacency: Adjacency | None) -> Fraction:
-    """How much faster the cells' weights fall than the decimal points' (§8.7): 17/16, or 1 under add/remove.
+    """How much faster the cells' weights fall than the decimal points': their Δu's ratio (§8.7), >= 1.
 
-    Under replace, and when no adjacency is stated, a changed record moves a cell's score within [-1, 1]
-    and a point's within [-1 - FIT_WEIGHT, 1 + FIT_WEIGHT]: weighted by their own widths, every candidate's
-    change lies in one interval of width 1, so the mechanism is ε-DP with the cells at the rank term's
-    Δu = 1; an added or removed record (a group's view of a replaced unit) moves them less. Under
-    add/remove the points' interval [-Δu - FIT_WEIGHT, Δu] is not centred on the cells' [-Δu, Δu]: by their
-    own widths the two would span more than 1, so every set runs at the points' Δu (§8.6).
+    Each set is weighted by its own Δu: a neighbour moves a cell's score within [-Δu_c, Δu_c] and a
+    point's within [-Δu_p, Δu_p] (Δu_p = Δu_c + FIT_WEIGHT: the fit's count moves by at most one), so
+    every candidate's weighted change lies in [-ε/2, ε/2] and the mechanism is ε-DP (McSherry-Talwar).
+    The ratio is rounded down to a multiple of 1/64, so the sampler's integer gains stay small for any q
+    (a q with a long denominator gives Δu_c one too): the cells then run at most 1/64 slower than they
+    may, which only narrows their changes. 9/8 for the median under add/remove, 17/16 under replace.
     """
-    if adjacency is Adjacency.ADD_REMOVE:
-        return Fraction(1)
-    return utility_sensitivity(q, adjacency, fitted=True) / utility_sensitivity(q, adjacency)
+    exact = utility_sensitivity(q, adjacency, fitted=True) / utility_sensitivity(q, adjacency)
+    return Fraction(math.floor(exact * _SHARPER_GRID), _SHARPER_GRID)
+
+
+#: The grid the cells' speed-up is rounded down to (``cells_sharper``): gains of at most 72 / 64.
+_SHARPER_GRID = 64
 
 
 def _details(
@@ -212,8 +217,8 @@ def em_quantile(
             [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
             at a recorded value of a numeric column (whole years, tenths, cents) is released at that
             value (docs/math/exponential-mechanism.md §8.3); a point of a grid pays FIT_WEIGHT per
-            record off that grid and its Δu grows by FIT_WEIGHT / 2 (add/remove) or FIT_WEIGHT (§8.6);
-            under replace (or no adjacency stated) the cells keep the rank term's Δu = 1 (§8.7).
+            record off that grid and its Δu grows by FIT_WEIGHT (§8.6); the cells keep the rank term's
+            Δu (§8.7).
             Cells alone when resolution > 2^32.
         step: a declared recording step s (a decimal such as ``"0.01"`` or ``25``): the candidates are the
             points k s in [L, U] alone, each record rounded to the nearest (§8.5); overrides ``integers``
