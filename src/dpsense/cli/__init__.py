@@ -54,7 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return audit_main(args)
     try:
-        from dpsense.cli import _collections  # noqa: F401  # registers `dpsense collection` on the app
         from dpsense.cli._app import run
 
         return run(args)  # a command imports the rest of the extra (pydantic, PyYAML) when it runs

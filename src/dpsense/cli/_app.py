@@ -2,7 +2,7 @@
 
 The commands live by role: ``_datasets`` (the steward's ``dataset`` group), ``_steward`` (budgets,
 tokens, analysts), ``_releases`` (the analyst's releases, previews, budget and history), ``_ledger_log``
-(the audit chain); ``_collections`` (local-DP collections) adds its group when imported. What they share
+(the audit chain), ``_collections`` (local-DP collections). What they share
 (options, consoles, opening a Session) is in ``_common``. The table below registers them in the order
 ``dpsense --help`` lists them; ``demo``, ``serve`` and ``audit`` are defined here.
 
@@ -32,7 +32,7 @@ from typing import Annotated
 import typer
 
 from dpsense._version import __version__
-from dpsense.cli import _datasets, _ledger_log, _releases, _steward
+from dpsense.cli import _collections, _datasets, _ledger_log, _releases, _steward
 from dpsense.cli._audit import DEFAULT_SAMPLES
 from dpsense.cli._common import _command
 
@@ -81,7 +81,7 @@ def demo(
 
 
 # The command table: where each command is defined, in the order ``dpsense --help`` lists them
-# (``demo`` above, ``serve`` and ``audit`` below; ``collection`` registers itself, see ``_collections``).
+# (``demo`` above, ``serve`` and ``audit`` below; the groups ``dataset``, ``analyst`` and ``token`` first).
 dataset_app.command("add")(_datasets.dataset_add)
 dataset_app.command("amend")(_datasets.dataset_amend)
 dataset_app.command("verify")(_datasets.dataset_verify)
@@ -100,6 +100,7 @@ app.command()(_releases.history)
 app.command("verify-log")(_ledger_log.verify_log)
 app.command()(_ledger_log.checkpoint)
 app.command("resolve-stale")(_ledger_log.resolve_stale)
+app.add_typer(_collections.collection_app, name="collection")
 
 
 @app.command(

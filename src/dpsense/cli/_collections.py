@@ -9,8 +9,7 @@ Commands (each a thin call into the Session's collection methods):
 * ``collection estimate NAME [--candidates WORDS.txt | --top N] [--json | --csv] [--explain]``
 * ``collection show NAME [--json]``
 
-The module registers its sub-application on ``dpsense.cli._app.app`` when imported (``dpsense.cli.main``
-imports it), so the main application module does not import it back.
+``collection_app`` is added to the application in ``_app``'s table of commands, as the other groups are.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import Annotated, Any
 
 import typer
 
-from dpsense.cli._app import app
 from dpsense.cli._common import (
     DEFAULT_LEDGER,
     AnalystOpt,
@@ -42,7 +40,6 @@ collection_app = typer.Typer(
     help="Local-DP collections: register one (steward), ingest device reports, estimate frequencies.",
     no_args_is_help=True,
 )
-app.add_typer(collection_app, name="collection")
 
 #: The most reports one ``ingest`` command sends in one batch (the ledger's batch limit).
 BATCH_REPORTS = 10_000

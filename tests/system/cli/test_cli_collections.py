@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from dpsense.cli import _collections as _registered  # noqa: F401  # adds `collection` to the app, as main does
 from dpsense.cli import main
 from dpsense.device import KrrClient, KrrScheme
 from dpsense.device.testing import deterministic_entropy
