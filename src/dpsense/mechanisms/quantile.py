@@ -77,12 +77,12 @@ __all__ = [
 ]
 
 #: The mechanism's version: @7 runs each candidate set at its own Δu, the cells at the rank term's and the
-#: decimal points at the rank term's plus the fit's whole range (§8.7; @6 ran every set at one Δu, the
-#: rank term's plus half the fit's range under add/remove); @6 charges
-#: each decimal grid's point for the records off its grid (the fit, §8.6; @5 was a rule of grids of >= 100
-#: points, reverted before it landed); @4 may add the points of the decimal grids of [L, U] (@3: the
-#: integers alone); @2 ranks ties (an occupied cell holds the ranks of its records) and sharpens the weights
-#: under add/remove; @1 gave every cell the rank of the records strictly below it.
+#: decimal points at the rank term's plus the fit's whole range (§8.7; @6 ran every set at one Δu, the rank
+#: term's plus half the fit's range under add/remove); @6 charges each decimal grid's point for the records
+#: off its grid (the fit, §8.6; @5 was a rule of grids of >= 100 points, reverted before it landed); @4 may
+#: add the points of the decimal grids of [L, U] (@3: the integers alone); @2 ranks ties (an occupied cell
+#: holds the ranks of its records) and sharpens the weights under add/remove; @1 gave every cell the rank
+#: of the records strictly below it.
 MECHANISM = "quantile/em-cells-exact@7"
 #: Confidence of the public rank bound reported in ``details``.
 REPORTED_CONFIDENCE = 0.95
@@ -112,6 +112,10 @@ def utility_sensitivity(q: Fraction, adjacency: Adjacency | None, *, fitted: boo
     return Fraction(1) + (FIT_WEIGHT if fitted else 0)
 
 
+#: The grid the cells' speed-up is rounded down to (``cells_sharper``): gains of at most 72 / 64.
+_SHARPER_GRID = 64
+
+
 def cells_sharper(q: Fraction, adjacency: Adjacency | None) -> Fraction:
     """How much faster the cells' weights fall than the decimal points': their Δu's ratio (§8.7), >= 1.
 
@@ -124,10 +128,6 @@ def cells_sharper(q: Fraction, adjacency: Adjacency | None) -> Fraction:
     """
     exact = utility_sensitivity(q, adjacency, fitted=True) / utility_sensitivity(q, adjacency)
     return Fraction(math.floor(exact * _SHARPER_GRID), _SHARPER_GRID)
-
-
-#: The grid the cells' speed-up is rounded down to (``cells_sharper``): gains of at most 72 / 64.
-_SHARPER_GRID = 64
 
 
 def _details(
@@ -276,7 +276,7 @@ def em_quantile_groups(
         return []
     fitted = candidates[0].misfits is not None
     sensitivity = utility_sensitivity(quantile, adjacency, fitted=fitted)
-    sharper = cells_sharper(quantile, adjacency) if fitted else Fraction(1)
+    sharper = cells_sharper(quantile, adjacency)  # the sampler uses it only beside decimal points
     chosen = draw_groups(candidates, quantile, eps / sensitivity, sharper)
     parts = np.array([part for part, _ in chosen], dtype=np.int64)
     values = release(parts, np.array([position for _, position in chosen], dtype=np.int64))
@@ -329,9 +329,8 @@ def em_quantiles(
     sensitivities = [
         utility_sensitivity(quantile, adjacency, fitted=candidates.misfits is not None) for quantile in quantiles
     ]
-    fitted = candidates.misfits is not None
     draws = [
-        draw(candidates, quantile, share / sens, 1, cells_sharper(quantile, adjacency) if fitted else Fraction(1))
+        draw(candidates, quantile, share / sens, 1, cells_sharper(quantile, adjacency))
         for quantile, sens in zip(quantiles, sensitivities, strict=True)
     ]
     part, chosen = (np.concatenate([d[i] for d in draws]) for i in (0, 1))
