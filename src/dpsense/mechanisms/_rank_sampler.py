@@ -292,8 +292,9 @@ def _group_windows(
     reach = _reach(model, rate_f)
     grid = targets[0].grid
     # a segment's exponent is its set's gain times its rank exponent (plus the fit): the slowest set's gain
-    # turns the reach R into the rank exponent every left-out segment reaches, ceil(R / gain)
-    per_rank = -(-reach // min(targets[0].gains))
+    # turns the reach R into the rank exponent every left-out segment reaches, ceil(R / gain); every exponent of
+    # the table lies below _EXPONENT_LIMIT, so a longer reach (a tiny rate) is the whole table, and int64 holds it
+    per_rank = min(-(-reach // min(targets[0].gains)), _EXPONENT_LIMIT)
     n = np.array([groups[g].records.size for g in chosen], dtype=np.int64)
     low = np.array([targets[g].low for g in chosen], dtype=np.int64)
     high = np.array([targets[g].high for g in chosen], dtype=np.int64)

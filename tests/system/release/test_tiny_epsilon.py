@@ -33,10 +33,12 @@ AGGREGATES = {
     "trimmed_mean": (lambda: dp.trimmed_mean("age", 0.1), 0),
     "inverse_trimmed_mean": (lambda: dp.trimmed_mean("age", 0.1, mechanism="inverse_sensitivity_trimmed_mean"), 0),
     "ptr_median": (lambda: dp.median("age", mechanism="ptr_order_statistic", proposed_bound=1), 1e-9),
+    "em_median": (lambda: dp.median("age"), 0),  # the default: the EM quantile, its rank window
+    "em_quantiles": (lambda: dp.quantiles("age", [0.1, 0.5, 0.9]), 0),
 }
 
 
-@pytest.mark.parametrize("epsilon", [1e-9, 1e-12])
+@pytest.mark.parametrize("epsilon", [1e-9, 1e-12, 1e-30])
 @pytest.mark.parametrize("name", sorted(AGGREGATES))
 @pytest.mark.parametrize("grouped", [False, True])
 def test_a_tiny_epsilon_is_released_or_refused_before_the_ledger(
@@ -56,7 +58,10 @@ def test_a_tiny_epsilon_is_released_or_refused_before_the_ledger(
         except UsageError:
             assert steward.budget("events").spent == before  # refused before the ledger: nothing charged
             continue
-        values = [v for v in release.table["v"] if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        columns = [c for c in release.table.columns if c == "v" or c.startswith("v_")]  # quantiles: v_<q> each
+        assert columns
+        cells = [v for c in columns for v in release.table[c]]
+        values = [v for v in cells if v is not None and not (isinstance(v, float) and math.isnan(v))]
         assert all(0 <= v <= 120 for v in values)
 
 
