@@ -709,9 +709,18 @@ def em_law(
     Δu = max(q, 1 - q) under add/remove, else 1. With decimal points a point of G_e also pays 1/16 rank
     for each clipped record that is not the double of a point of G_e (the fit, math §8.6), and the points
     run at Δu + 1/16 (the fit's count moves by at most one), the cells at the rank term's Δu, their ratio
-    rounded down to a multiple of 1/64 (math §8.7).
+    rounded down to a multiple of 1/64 (math §8.7). The grids weigh 2^-k of the cells together, k the least
+    with 2^-k <= eps / (2 Δu) (math §8.8).
     """
-    grids = () if integers or step is not None or not decimal_points else mech.quantile.point_grids((low, high))
+    rank_sens = max(q, 1 - q) if add_remove else Fraction(1)
+    shift = 0
+    while Fraction(1, 2**shift) > Fraction(epsilon) / (2 * rank_sens):
+        shift += 1
+    grids = (
+        ()
+        if integers or step is not None or not decimal_points
+        else mech.quantile.point_grids((low, high), shift=shift)
+    )
     fit = Fraction(1, 16)
     if step is not None:
         first, last = math.ceil(Fraction(low) / step), math.floor(Fraction(high) / step)
@@ -725,7 +734,7 @@ def em_law(
         cells, resolution = to_cells(values, low, high), RESOLUTION
     n = len(cells)
     eps = Fraction(epsilon)
-    sens = cells_sens = max(q, 1 - q) if add_remove else Fraction(1)
+    sens = cells_sens = rank_sens
     if grids:
         sens += fit
         # the cells' speed-up sens / cells_sens, rounded down to a multiple of 1/64 (math §8.7)
@@ -739,7 +748,7 @@ def em_law(
 
     if not grids:
         return _law(cells, resolution, log_weight)
-    # base measure: 2^20 per cell; each of the J decimal grids 2^20 K / J in all, rounded down per point
+    # base measure: 2^20 per cell; each of the J decimal grids 2^20 K / (J 2^k) in all, rounded down per point
     cell_law = _law(cells, resolution, lambda c: math.log(2**20) + log_weight(c))
     clipped = np.sort(np.clip(np.asarray(values, dtype=np.float64), low, high))
     qn = float(q * n)
@@ -751,7 +760,7 @@ def em_law(
         at_most = np.searchsorted(clipped, points, side="right").astype(np.float64)
         dist = np.maximum(np.maximum(below - qn, qn - at_most), 0.0)
         off = int(np.sum(~np.isin(clipped, points)))  # records that are no point of this grid
-        measure = (2**20 * resolution) // (len(grids) * (grid.last - grid.first + 1))
+        measure = (2**20 * resolution) // (len(grids) * (grid.last - grid.first + 1) * 2**shift)
         atoms.append(math.log(measure) - float(eps / (2 * sens)) * (dist + float(fit * off)))
     atom = np.concatenate(atoms)
     top = max(cell_law.log_z, float(atom.max()))

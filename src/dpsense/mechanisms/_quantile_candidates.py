@@ -113,7 +113,8 @@ def integer_candidates(bounds: tuple[float, float]) -> tuple[int, int]:
 #: Most points of one decimal grid added to the cells of a numeric column (``decimal_grids``).
 MAX_GRID_POINTS = 1 << 16
 #: Base measure of one cell when decimal points join the cells: the cells carry 2^20 K in all, the grids
-#: share as much equally (docs/math/exponential-mechanism.md §8.3); exact integers while K <= 2^32.
+#: share 2^-k as much equally, k the points' shift (docs/math/exponential-mechanism.md §8.3, §8.8); exact
+#: integers while K <= 2^32.
 _CELL_MEASURE = 1 << 20
 #: Decimal exponents whose power of ten is an exact double (10^22 is the largest).
 _DECIMAL_EXPONENTS = range(-22, 23)
@@ -283,16 +284,17 @@ def prepared(
     integers: bool,
     points: bool,
     step: NumberLike | DecimalStep | None = None,
+    points_shift: int = 0,
 ) -> tuple[Candidates, Callable[[I64, I64], F64]]:
     """The records on their public candidates, and the map from a chosen (set, position) to the released value.
 
     ``integers``: the integers of [L, U] alone (an integer column). ``points``: the K cells and the
-    points of every decimal grid of [L, U] (``decimal_grids``) together, the cells with half the base
-    measure and each of the J grids with 1/(2J) of it (docs/math/exponential-mechanism.md §8.3); cells
-    alone when no grid fits or K > 2^32. ``step``: the points k s of a declared step alone, each record
+    points of every decimal grid of [L, U] (``decimal_grids``) together, the grids weighing 2^-points_shift
+    of the cells' total, shared equally (docs/math/exponential-mechanism.md §8.3, §8.8); cells alone when
+    no grid fits or K > 2^32. ``step``: the points k s of a declared step alone, each record
     rounded to the nearest (§8.5); it takes precedence over ``integers`` and ``points``.
     """
-    (candidates,), release = prepared_groups([values], bounds, resolution, integers, points, step)
+    (candidates,), release = prepared_groups([values], bounds, resolution, integers, points, step, points_shift)
     return candidates, release
 
 
@@ -303,9 +305,10 @@ def prepared_groups(
     integers: bool,
     points: bool,
     step: NumberLike | DecimalStep | None = None,
+    points_shift: int = 0,
 ) -> tuple[list[Candidates], Callable[[I64, I64], F64]]:
     """``prepared`` for each group's records: the public candidate sets made once, the fit's counts in one pass."""
-    sets = candidate_sets(bounds, resolution, integers, points, step)
+    sets = candidate_sets(bounds, resolution, integers, points, step, points_shift)
     records = [sets.records(values) for values in groups]
     if not sets.grids:
         return [Candidates(r, sets.lattices, sets.weights) for r in records], sets.release
@@ -345,13 +348,14 @@ def candidate_sets(
     integers: bool,
     points: bool,
     step: NumberLike | DecimalStep | None = None,
+    points_shift: int = 0,
 ) -> CandidateSets:
     """The candidate sets of ``prepared``'s options (public facts alone; the refusals are ``prepared``'s).
 
     Made once per set of options (a release asks for them per group); options that cannot be a cache key
     (bounds given as a list) are made afresh.
     """
-    options = (tuple(bounds) if isinstance(bounds, list) else bounds, resolution, integers, points, step)
+    options = (tuple(bounds) if isinstance(bounds, list) else bounds, resolution, integers, points, step, points_shift)
     try:
         return _cached_sets(_typed(options), options)
     except TypeError:  # unhashable options: the checks below speak for them
@@ -377,6 +381,7 @@ def _candidate_sets(
     integers: bool,
     points: bool,
     step: NumberLike | DecimalStep | None = None,
+    points_shift: int = 0,
 ) -> CandidateSets:
     if step is not None:
         if resolution is not None:
@@ -395,7 +400,7 @@ def _candidate_sets(
     low, high = check_bounds_pair(bounds)
     k = check_resolution(DEFAULT_RESOLUTION if resolution is None else resolution)
     cells = Lattice(low, high, k, _BY_CELL)
-    grids = point_grids((low, high), k) if points else ()
+    grids = point_grids((low, high), k, points_shift) if points else ()
     if not grids:
         return CandidateSets((cells,), (1,), lambda _, cell: cell_midpoints(cell, low, high, k), (low, high))
 
@@ -407,7 +412,8 @@ def _candidate_sets(
         return out
 
     lattices = (cells, *(_grid_lattice(grid) for grid in grids))
-    return CandidateSets(lattices, (_CELL_MEASURE, *_grid_measures(grids, k)), release, (low, high), grids)
+    measures = _grid_measures(grids, k, points_shift)
+    return CandidateSets(lattices, (_CELL_MEASURE, *measures), release, (low, high), grids)
 
 
 def misfits_of_groups(records: Sequence[F64], grids: tuple[DecimalGrid, ...]) -> list[tuple[int, ...]]:
@@ -448,31 +454,37 @@ def misfits(clipped: F64, grids: tuple[DecimalGrid, ...]) -> tuple[int, ...]:
     return misfits_of_groups([clipped], grids)[0]
 
 
-def _grid_measures(grids: tuple[DecimalGrid, ...], resolution: int) -> tuple[int, ...]:
-    """The base measure of one point of each grid (``_grid_measure``): public facts of the bounds alone."""
-    return tuple(_grid_measure(grid, len(grids), resolution) for grid in grids)
+def _grid_measures(grids: tuple[DecimalGrid, ...], resolution: int, shift: int) -> tuple[int, ...]:
+    """The base measure of one point of each grid (``_grid_measure``): public facts of the bounds and the shift."""
+    return tuple(_grid_measure(grid, len(grids), resolution, shift) for grid in grids)
 
 
-def _grid_measure(grid: DecimalGrid, count: int, resolution: int) -> int:
-    """Base measure of one point of ``grid``: its grid carries 1/count of the cells' total 2^20 K (rounded down)."""
-    return (_CELL_MEASURE * resolution) // (count * grid.size)
+def _grid_measure(grid: DecimalGrid, count: int, resolution: int, shift: int) -> int:
+    """Base measure of one point of ``grid``: its grid carries 2^-shift / count of the cells' total 2^20 K.
+
+    Rounded down: the grids together weigh at most 2^-shift of the cells (§8.3, §8.8).
+    """
+    return (_CELL_MEASURE * resolution) // ((count * grid.size) << shift)
 
 
 def rank_slack_candidates(resolution: int, *, points: bool) -> int:
     """The K of the rank bound (2Δu/ε) ln(K/β) (DR Thm 3.11 with a base measure): total mass over one cell's.
 
-    The best candidate weighs at least one cell; with decimal points the cells carry half the mass, so
-    K doubles (ln(2K/β)).
+    The best candidate weighs at least one cell; with decimal points the cells carry at least half the mass
+    (the grids weigh at most as much as the cells, §8.8), so K doubles (ln(2K/β)).
     """
     return resolution * 2 if points else resolution
 
 
-def point_grids(bounds: tuple[float, float], resolution: int = DEFAULT_RESOLUTION) -> tuple[DecimalGrid, ...]:
+def point_grids(
+    bounds: tuple[float, float], resolution: int = DEFAULT_RESOLUTION, shift: int = 0
+) -> tuple[DecimalGrid, ...]:
     """The decimal grids that join K cells as point candidates: ``decimal_grids`` when K <= 2^32, else none.
 
-    Every grid kept has a positive integer base measure per point (``_grid_measure``).
+    Every grid kept has a positive integer base measure per point (``_grid_measure`` with the points'
+    ``shift``: at a very small rate the coarse grids' points round to nothing and are left out).
     """
     if resolution > DEFAULT_RESOLUTION:
         return ()
     grids = decimal_grids(bounds)
-    return tuple(g for g in grids if _grid_measure(g, len(grids), resolution) >= 1)
+    return tuple(g for g in grids if _grid_measure(g, len(grids), resolution, shift) >= 1)

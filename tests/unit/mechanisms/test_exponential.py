@@ -358,9 +358,10 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
 
     A point of G_e also pays FIT_WEIGHT for each record off G_e (§8.6), and each set runs at its own Δu
     (§8.7): the points at ε / (2 Δ) with Δ = 1 + FIT_WEIGHT (no adjacency stated), the cells at ε / 2 (the rank
-    term's Δu = 1). Hundredths around a tie at 2: the tenths' and whole numbers' points pay for 20 and 22
-    records off them, so a law without the fit, or with twice it, is rejected; so is one whose cells run
-    30 % slower or faster than their own Δu gives.
+    term's Δu = 1). The cells' rate per rank ε / 2 = 1/2 gives the grids half the cells' measure together
+    (§8.8). Hundredths around a tie at 2: the tenths' and whole numbers' points pay for 20 and 22 records
+    off them, so a law without the fit, or with twice it, is rejected; so is one whose cells run 30 % slower
+    or faster than their own Δu gives, and one whose points weigh as much as the cells (@7) or a quarter.
     """
     values = np.array(
         [2.0] * 4
@@ -389,6 +390,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
     )
     assert released[0].details["utility_sensitivity"] == str(sens)
     assert released[0].details["cells_utility_sensitivity"] == "1"
+    assert released[0].details["points_measure"] == "2^-1 of the cells'"
     outputs = np.array([r.value for r in released])
     # outcome index: a cell midpoint (x.5 on this grid) -> its cell; a decimal point -> the first grid holding it
     # (points of several grids with one value are merged into one outcome)
@@ -397,7 +399,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         values_of.setdefault(p, len(values_of))
     index = np.array([resolution + values_of[o] if o in values_of else int(o * resolution / high) for o in outputs])
 
-    def pmf(f: float, fit: float = 1.0, cells_f: float = 1.0) -> np.ndarray:
+    def pmf(f: float, fit: float = 1.0, cells_f: float = 1.0, share: float = 1.0) -> np.ndarray:
         rate = epsilon * Fraction(str(f)) / sens
         cells_rate = epsilon * Fraction(str(f)) * Fraction(str(cells_f))  # the cells' Δu: 1
         cells = np.minimum(np.floor(values * resolution / high), resolution - 1)
@@ -410,7 +412,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20, 0, cells_rate) for c in range(resolution)]
         merged = np.zeros(len(values_of))
         for j, p in points:
-            measure = 2**20 * resolution // (len(grids) * grids[j].size)
+            measure = 2**20 * resolution * share // (len(grids) * grids[j].size * 2)  # the grids: half the cells'
             merged[values_of[p]] += weight(int(np.sum(values < p)), int(np.sum(values <= p)), measure, misfits[j])
         arr = np.concatenate([np.array(w), merged])
         return arr / arr.sum()
@@ -421,6 +423,11 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         lambda f: chi_square_pvalue(index, lambda s: pmf(1.0, f)[s], 0, last), wrong=(0.0, 2.0), what="fit weight"
     )
     assert_calibrated(lambda f: chi_square_pvalue(index, lambda s: pmf(1.0, 1.0, f)[s], 0, last), what="cells' rate")
+    assert_calibrated(
+        lambda f: chi_square_pvalue(index, lambda s: pmf(1.0, 1.0, 1.0, f)[s], 0, last),
+        wrong=(0.5, 2.0),
+        what="points' share",
+    )
 
 
 def test_the_records_are_clipped_and_sorted_on_a_copy_and_never_copied_when_already_so() -> None:
@@ -481,6 +488,53 @@ def test_the_fit_adds_its_price_to_every_segment_of_a_grid() -> None:
     np.testing.assert_array_equal(with_fit.exponents, without.exponents * 16 + price)
     assert fitted.misfits == (0, 0, 0, 2, 3)  # G_-3, G_-2 hold all; G_-1 misses 0.37 and 6.25, G_0 also 1.5
     assert float(with_fit.rate) == float(rate) / 64
+
+
+def test_the_decimal_points_share_halves_with_each_halving_of_the_cells_rate_per_rank() -> None:
+    """§8.8: the grids weigh 2^-k of the cells, k the least with 2^-k <= ε / (2 Δu); the measure follows.
+
+    At the boundaries of each power of two, under each adjacency (Δu = 1/2 for the median under
+    add/remove, 1 otherwise, 9/10 for q = 1/10); per point the measure is 2^-k of @7's, rounded down; a
+    rate so small that a grid's points round to nothing leaves that grid out, and then the cells alone.
+    """
+    half = Fraction(1, 2)
+    add_remove = Adjacency.ADD_REMOVE
+    cases = [
+        (Fraction(1), add_remove, 0),
+        (Fraction(99, 100), add_remove, 1),
+        (Fraction(1, 2), add_remove, 1),
+        (Fraction(49, 100), add_remove, 2),
+        (Fraction(1, 10), add_remove, 4),
+        (Fraction(1, 16), add_remove, 4),
+        (Fraction(1, 100), add_remove, 7),
+        (Fraction(10), add_remove, 0),
+        (Fraction(2), None, 0),
+        (Fraction(1), None, 1),
+        (Fraction(1), Adjacency.REPLACE, 1),
+        (Fraction(1, 10), Adjacency.REPLACE, 5),
+    ]
+    for epsilon, adjacency, k in cases:
+        assert quantile.points_shift(epsilon, half, adjacency) == k, (epsilon, adjacency)
+    assert quantile.points_shift(Fraction(9, 5), Fraction(1, 10), add_remove) == 0  # r = (9/5) / (9/5) = 1
+    assert quantile.points_shift(Fraction(17, 10), Fraction(1, 10), add_remove) == 1
+    assert quantile.points_shift(Fraction(1, 10**300), half, add_remove) == 997  # 2^-997 <= 10^-300 < 2^-996
+    bounds = (0.0, 120.0)
+    whole = quantile_candidates.candidate_sets(bounds, None, False, True)
+    for k in (1, 4, 7):
+        shifted = quantile_candidates.candidate_sets(bounds, None, False, True, None, k)
+        assert shifted.weights[0] == whole.weights[0]  # the cells keep theirs
+        assert shifted.weights[1:] == tuple(w >> k for w in whole.weights[1:])  # floor(floor(a / b) / 2^k)
+    tiny = quantile_candidates.candidate_sets(bounds, None, False, True, None, 60)
+    assert len(tiny.lattices) == 1  # every grid's points round to nothing: the cells alone
+    released = em_quantile([1.0, 1.0], q=0.5, bounds=bounds, epsilon=1e-30, adjacency=add_remove, decimal_points=True)
+    assert "points_measure" not in released.details and 0.0 <= released.value <= 120.0
+    # so small a rate that the window's reach passed int64 raised after the data were read (the reach is now
+    # capped at the table's exponent limit: the whole table)
+    for points in (False, True):
+        grouped = quantile.em_quantile_groups(
+            [[1.0] * 5, [2.0], []], q=0.3, bounds=bounds, epsilon=1e-300, decimal_points=points
+        )
+        assert all(0.0 <= r.value <= 120.0 for r in grouped)
 
 
 def test_each_candidate_set_runs_at_its_own_utility_sensitivity() -> None:
