@@ -232,10 +232,11 @@ def em_quantile(
         adjacency: the neighbouring relation the guarantee must hold under; ``Adjacency.ADD_REMOVE``
             sharpens the weights by 1 / max(q, 1 − q) (2x for the median). ``None``: valid under both.
         integers: candidates are the integers in [L, U] (records rounded to the nearest one).
-        decimal_points: the cells (half the base measure) and the points of each decimal grid of
-            [L, U] with 2 to 2^16 points (``decimal_grids``; the other half, shared equally), so a tie
-            at a recorded value of a numeric column (whole years, tenths, cents) is released at that
-            value (docs/math/exponential-mechanism.md §8.3); a point of a grid pays FIT_WEIGHT per
+        decimal_points: the cells and the points of each decimal grid of [L, U] with 2 to 2^16 points
+            (``decimal_grids``; together 2^-k of the cells' measure, shared equally, 2^-k <= the cells'
+            rate per rank ε / (2Δu): ``points_shift``, §8.8), so a tie at a recorded value of a numeric
+            column (whole years, tenths, cents) is released at that value
+            (docs/math/exponential-mechanism.md §8.3); a point of a grid pays FIT_WEIGHT per
             record off that grid and its Δu grows by FIT_WEIGHT (§8.6); the cells keep the rank term's
             Δu (§8.7).
             Cells alone when resolution > 2^32.
