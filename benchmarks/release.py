@@ -28,10 +28,11 @@ the same release with ``filter("x", ">", 10)`` against the same ``WHERE x > 10``
 
 **Memory**: a child process registers the same Parquet file and runs the three releases, with the
 engine's ``memory_limit`` (DuckDB's buffer pool, which holds the stored snapshot, its index and every
-sort) set to 1.5 times the raw column bytes (rows x 20 bytes: ``unit`` BIGINT, ``g`` INTEGER, ``x``
+sort) set to 1.5 times the raw column bytes (38 MiB at least) (rows x 20 bytes: ``unit`` BIGINT, ``g`` INTEGER, ``x``
 DOUBLE), leaving half the raw bytes for the arrays dpsense collects (the grouped median's column and
 groups, and their conversion); it reports its peak RSS minus its RSS after the imports and the
-Session's opening (the fixed overhead, stated beside it): the TARGET. Two more children run with the
+Session's opening (the fixed overhead, stated beside it): the TARGET; and each step's own peak (registration,
+the three releases; the high-water mark is cleared before each). Two more children run with the
 limit at twice the raw bytes (DuckDB then fills it, and the collected arrays come on top) and without
 a limit (DuckDB's default, 80 % of the machine's memory), for comparison.
 
@@ -236,6 +237,7 @@ class MemoryResult:
     limit: str | None
     fixed_mib: float
     peak_mib: float
+    steps: dict[str, float]  # each step's own peak (the high-water mark cleared before it)
 
 
 def memory_child(parquet: str, limit: str) -> int:
@@ -254,11 +256,23 @@ def memory_child(parquet: str, limit: str) -> int:
     engine = DuckDBEngine(memory_limit=limit or None)
     session = dp.Session.open(f"sqlite:///{workdir / 'big.db'}", analyst="bench", role="steward", engine=engine)
     fixed = current_rss_mib()
+    steps = {}
+    clear_high_water()
     dataset = register(session, Path(parquet))
-    for i, query in enumerate(queries(dataset)):
+    steps["register"] = high_water_rss_mib()
+    for name, (i, query) in zip(("release", "filtered", "median"), enumerate(queries(dataset)), strict=True):
+        clear_high_water()
         session.release(query, epsilon=1 + i / 10)
-    print(f"{fixed:.1f} {high_water_rss_mib():.1f}")  # ru_maxrss would hold the parent's peak at the fork
+        steps[name] = high_water_rss_mib()
+    print(" ".join(f"{name}={peak:.1f}" for name, peak in steps.items()))
+    print(f"{fixed:.1f} {max(steps.values()):.1f}")  # ru_maxrss would hold the parent's peak at the fork
     return 0
+
+
+def clear_high_water() -> None:
+    """Reset this process's VmHWM to its current RSS (Linux: /proc/self/clear_refs), to read one step's peak."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+        refs.write("5")
 
 
 def measure_memory(parquet: Path, limit: str | None) -> MemoryResult:
@@ -269,8 +283,10 @@ def measure_memory(parquet: Path, limit: str | None) -> MemoryResult:
         text=True,
         check=True,
     )
-    fixed, peak = (float(v) for v in run.stdout.split()[-2:])
-    return MemoryResult(limit, fixed, peak)
+    *_, named, last = run.stdout.strip().splitlines()
+    fixed, peak = (float(v) for v in last.split())
+    steps = {name: float(v) for name, v in (item.split("=") for item in named.split())}
+    return MemoryResult(limit, fixed, peak, steps)
 
 
 def measure(rows: int, units: int, repeats: int) -> tuple[SessionResult, EngineResult, list[MemoryResult]]:
@@ -287,7 +303,8 @@ def measure(rows: int, units: int, repeats: int) -> tuple[SessionResult, EngineR
         session = measure_session(parquet, workdir, con, repeats, medians=True)
         engine = measure_engine(con, plain, repeats)
         con.close()
-        limits = [f"{max(1, int(factor * rows * ROW_BYTES) // 2**20)}MiB" for factor in (1.5, 2)]
+        # DuckDB needs some tens of MiB of its own whatever the data (at 10^6 rows 28 MiB fails a sort): 38 at least
+        limits = [f"{max(38, int(factor * rows * ROW_BYTES) // 2**20)}MiB" for factor in (1.5, 2)]
         memory = [measure_memory(parquet, limit) for limit in (*limits, None)] if rows >= 10**6 else []
     return session, engine, memory
 
@@ -352,6 +369,8 @@ def main() -> int:
                 f"fixed overhead {m.fixed_mib:5.0f}  peak {m.peak_mib:6.0f}  peak - fixed {above:6.0f} "
                 f"({above / raw:.2f}x raw)"
             )
+            per_step = ", ".join(f"{name} {(peak - m.fixed_mib) / raw:.2f}x" for name, peak in m.steps.items())
+            print(f"{'':>6} each step's peak - fixed over raw: {per_step}")
             if m.limit is not None:
                 over_raw.setdefault(rows, above / raw)  # the first: memory_limit 1.5x raw
     targets = [
