@@ -537,6 +537,26 @@ def test_the_decimal_points_share_halves_with_each_halving_of_the_cells_rate_per
         assert all(0.0 <= r.value <= 120.0 for r in grouped)
 
 
+def test_several_quantiles_each_take_the_points_share_of_their_own_rate() -> None:
+    """em_quantiles: each quantile draws as em_quantile at ε / m, so each has its own shift (§8.8).
+
+    At ε = 1.2 for two quantiles each runs at 0.6: the median's rate per rank 0.6 (grids at 1/2 of the
+    cells), the 0.9-quantile's 0.6 / 1.8 (1/4). Under one test source the joint release equals the two
+    single ones drawn in turn, seed by seed; with one shift for both it would not.
+    """
+    add_remove = Adjacency.ADD_REMOVE
+    assert quantile.points_shift(Fraction(3, 5), Fraction(1, 2), add_remove) == 1
+    assert quantile.points_shift(Fraction(3, 5), Fraction(9, 10), add_remove) == 2
+    x = np.array([3.0] * 6 + [4.0] * 5 + [5.5, 6.0, 6.0, 7.0, 7.0, 7.0, 8.25, 9.0])
+    options = {"bounds": (0, 10), "adjacency": add_remove, "decimal_points": True}
+    for seed in range(20):
+        with deterministic_entropy(seed):
+            joint = em_quantiles(x, qs=[0.5, 0.9], epsilon=1.2, **options).value  # type: ignore[arg-type]
+        with deterministic_entropy(seed):
+            each = [em_quantile(x, q=q, epsilon=0.6, **options).value for q in (0.5, 0.9)]  # type: ignore[arg-type]
+        assert list(joint) == each, seed
+
+
 def test_each_candidate_set_runs_at_its_own_utility_sensitivity() -> None:
     """§8.7: the cells at the rank term's Δu, the points at it plus the fit's 1/16, under each adjacency.
 
