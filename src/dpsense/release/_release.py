@@ -118,10 +118,11 @@ class Release:
         """The table's column names and rows as plain Python values, without pandas (a CLI prints these).
 
         The columns of ``table``, in the same order: error columns that are empty in every row are
-        left out, and after the error column of a mean, trimmed mean or variance whose interval
-        ``value ± error`` holds the whole range its public bounds allow in some row, a
-        ``<name>_noise_dominated`` column (True there: that value says nothing the bounds did not;
-        ``query._aggregates.public_range``).
+        left out, and after the error column of each statistic with a public range (a mean, trimmed mean
+        or variance), a ``<name>_noise_dominated`` column: True in a row whose interval ``value ± error``
+        holds the whole range its public bounds allow (that value says nothing the bounds did not;
+        ``query._aggregates.public_range``), False elsewhere. The column is there whatever the noise
+        drew, so every release of one question has the same columns.
         """
         shown = self._shown()
         rows = [[row[i] for _, i in shown] for row in self.record.value["rows"]]
@@ -141,10 +142,9 @@ class Release:
                 not _missing(row[j]) and not _missing(row[i]) and row[i] - row[j] <= low and row[i] + row[j] >= high
                 for row in rows
             ]
-            if any(flags):
-                columns.insert(j + 1, name + NOISE_SUFFIX)
-                for row, flag in zip(rows, flags, strict=True):
-                    row.insert(j + 1, flag)
+            columns.insert(j + 1, name + NOISE_SUFFIX)  # in every release of the question, flagged or not
+            for row, flag in zip(rows, flags, strict=True):
+                row.insert(j + 1, flag)
         return columns, rows
 
     def _ranges(self) -> list[tuple[str, tuple[float, float]]]:

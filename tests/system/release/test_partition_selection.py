@@ -84,9 +84,8 @@ def test_no_key_kept_gives_an_empty_table_charged_normally(steward: dp.Session) 
         epsilon=1,
         delta=1e-8,
     )
-    # error columns are left out where every row's is empty (all of them in an empty table); a
-    # ``_noise_dominated`` column appears only when some released row is flagged (post-processing of the
-    # noisy values, so it comes and goes between releases of the same query)
+    # error columns are left out where every row's is empty (all of them in an empty table), and a
+    # ``_noise_dominated`` column stands only beside its statistic's error column
     shown = [c for c in full.table.columns if not c.endswith(("_error95", "_noise_dominated"))]
     assert list(release.table.columns) == shown
     assert release.charged == ApproxDP(1, 1e-8)

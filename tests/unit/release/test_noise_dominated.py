@@ -51,17 +51,21 @@ def test_a_mean_whose_interval_holds_its_bounds_is_flagged_after_its_error_colum
     assert list(release.table["m_noise_dominated"]) == [True, True, False, False]
 
 
-def test_no_flag_column_when_no_value_is_noise_dominated_and_counts_are_never_flagged() -> None:
+def test_the_flag_column_is_there_when_no_value_is_noise_dominated_and_counts_are_never_flagged() -> None:
+    """The columns of a release do not depend on what the noise drew: every release of a question has them."""
     rows = [["north", 12.0, 2.0, 5, 900.0]]
-    columns, _ = _release(rows, COLUMNS, [MEAN, COUNT]).rows()
-    assert columns == COLUMNS
+    columns, shown = _release(rows, COLUMNS, [MEAN, COUNT]).rows()
+    assert columns == [*COLUMNS[:3], "mean(hours)_noise_dominated", *COLUMNS[3:]]
+    assert shown == [["north", 12.0, 2.0, False, 5, 900.0]]
+    flagged, _ = _release([["north", 12.0, 12.0, 5, 900.0]], COLUMNS, [MEAN, COUNT]).rows()
+    assert flagged == columns  # flagged or not: the same columns
 
 
 def test_a_variance_is_flagged_against_its_range_zero_to_a_quarter_width_squared() -> None:
     columns = ["variance(hours)", "variance(hours)_error95"]
     flagged = _release([[72.0, 72.0]], columns, [VARIANCE]).rows()  # [0, 144] exactly
     assert flagged[0][-1] == "variance(hours)_noise_dominated" and flagged[1] == [[72.0, 72.0, True]]
-    assert _release([[72.0, 71.0]], columns, [VARIANCE]).rows()[0] == columns
+    assert _release([[72.0, 71.0]], columns, [VARIANCE]).rows()[1] == [[72.0, 71.0, False]]  # [1, 143]
 
 
 def test_sql_keeps_the_flag_of_a_bare_aggregate_only() -> None:
