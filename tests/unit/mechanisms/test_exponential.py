@@ -412,7 +412,7 @@ def test_cells_and_decimal_points_follow_the_mixed_em_law() -> None:
         w = [weight(int(np.sum(cells < c)), int(np.sum(cells <= c)), 2**20, 0, cells_rate) for c in range(resolution)]
         merged = np.zeros(len(values_of))
         for j, p in points:
-            measure = 2**20 * resolution * share // (len(grids) * grids[j].size * 2)  # the grids: half the cells'
+            measure = int(2**20 * resolution * share) // (len(grids) * grids[j].size * 2)  # the grids: half the cells'
             merged[values_of[p]] += weight(int(np.sum(values < p)), int(np.sum(values <= p)), measure, misfits[j])
         arr = np.concatenate([np.array(w), merged])
         return arr / arr.sum()
@@ -622,12 +622,13 @@ def test_each_candidate_set_runs_at_its_own_utility_sensitivity() -> None:
 
 
 @functools.cache
-def _value_law(records: tuple[float, ...], rate: Fraction, sharper: Fraction) -> dict[float, float]:
-    """The exact output law of the EM median with decimal points on [0, 8] (8 cells) at ε = 1, by value.
+def _value_law(records: tuple[float, ...], rate: Fraction, sharper: Fraction, shift: int) -> dict[float, float]:
+    """The exact output law of the EM median with decimal points on [0, 8] (8 cells), by value.
 
-    ``rate``: the points' (ε over their Δu); ``sharper``: the cells' over it.
+    ``rate``: the points' (ε over their Δu); ``sharper``: the cells' over it; ``shift``: the grids' share 2^-shift.
     """
-    candidates, release = quantile_candidates.prepared(np.sort(np.asarray(records)), (0.0, 8.0), 8, False, True)
+    sorted_records = np.sort(np.asarray(records))
+    candidates, release = quantile_candidates.prepared(sorted_records, (0.0, 8.0), 8, False, True, None, shift)
     table = rank_sampler.rank_table(candidates, Fraction(1, 2), rate, sharper)
     assert not table.accept_below and not table.accept_above
     log_w = np.full(table.lengths.size, -np.inf)
@@ -646,20 +647,26 @@ def _value_law(records: tuple[float, ...], rate: Fraction, sharper: Fraction) ->
     return dict(zip(found.tolist(), law.tolist(), strict=True))
 
 
-def _worst_loss(pairs: list[tuple[tuple[float, ...], tuple[float, ...]]], rate: Fraction, sharper: Fraction) -> float:
+def _worst_loss(
+    pairs: list[tuple[tuple[float, ...], tuple[float, ...]]], rate: Fraction, sharper: Fraction, shift: int
+) -> float:
     worst = 0.0
     for x, y in pairs:
-        lx, ly = _value_law(tuple(sorted(x)), rate, sharper), _value_law(tuple(sorted(y)), rate, sharper)
+        lx, ly = (_value_law(tuple(sorted(v)), rate, sharper, shift) for v in (x, y))
         worst = max(worst, max(abs(math.log(lx[o] / ly[o])) for o in lx.keys() & ly.keys()))
     return worst
 
 
+@pytest.mark.parametrize("epsilon", [Fraction(1), Fraction(1, 10)], ids=["eps1", "eps0.1"])
 @pytest.mark.parametrize("adjacency", [Adjacency.REPLACE, Adjacency.ADD_REMOVE], ids=["replace", "add-remove"])
-def test_the_cells_own_rate_keeps_the_loss_under_epsilon_on_every_small_pair(adjacency: Adjacency) -> None:
+def test_the_cells_own_rate_keeps_the_loss_under_epsilon_on_every_small_pair(
+    adjacency: Adjacency, epsilon: Fraction
+) -> None:
     """Exact laws of every pair of <= 3 records on 7 values (on and off the grids): loss <= ε at §8.7's rates.
 
-    Replace: one record changed; add/remove: one added. With the cells at twice their rate the loss passes ε
-    (the audit's control): the check can fail.
+    Replace: one record changed; add/remove: one added. The grids at the released share (§8.8: 2^-1 or 2^0 of
+    the cells at ε = 1, 2^-5 or 2^-4 at ε = 1/10). With the cells at twice their rate the loss passes ε (the
+    audit's control): the check can fail.
     """
     values = [0.5, 1.0, 2.0, 3.45, 6.5, 7.0, 7.5]
     pairs = []
@@ -670,9 +677,11 @@ def test_the_cells_own_rate_keeps_the_loss_under_epsilon_on_every_small_pair(adj
             else:
                 pairs += [(x, (*x, v)) for v in values]
     half = Fraction(1, 2)
-    rate = 1 / quantile.utility_sensitivity(half, adjacency, fitted=True)
+    rate = epsilon / quantile.utility_sensitivity(half, adjacency, fitted=True)
     sharper = quantile.cells_sharper(half, adjacency)
-    assert _worst_loss(pairs, rate, sharper) <= 1.0 < _worst_loss(pairs, rate, 2 * sharper)
+    shift = quantile.points_shift(epsilon, half, adjacency)
+    worst, control = (_worst_loss(pairs, rate, gain, shift) for gain in (sharper, 2 * sharper))
+    assert worst <= epsilon < control
 
 
 def test_the_cells_acceptance_step_scales_with_their_gain(monkeypatch: pytest.MonkeyPatch) -> None:
