@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/replace_median.py
 	$(BIN)/python benchmarks/median_interval.py
 	$(BIN)/python benchmarks/median_rates.py
+	$(BIN)/python benchmarks/unseen_median.py
 	$(BIN)/python benchmarks/decimal_points.py
 	$(BIN)/python benchmarks/joint_quantiles.py
 	$(BIN)/python benchmarks/adaptive_default.py
