@@ -25,9 +25,10 @@ def discrete_laplace_on_grid(
     """
     beta = 1 - confidence
     q = math.exp(-1 / float(t))
+    log_q = math.log(q) if q > 0 else -1 / float(t)  # q underflows to 0 for a scale t below 1/745: no noise
     mean_abs = 2 * q / (1 - q * q)
     # smallest m with P(|K| > m) = 2 q^(m+1)/(1+q) <= beta
-    m = max(0, math.ceil(math.log(beta * (1 + q) / 2) / math.log(q)) - 1)
+    m = max(0, math.ceil(math.log(beta * (1 + q) / 2) / log_q) - 1)
     return Accuracy(
         name,
         float(t) * granularity,

@@ -253,9 +253,14 @@ def _batches(
 
 
 def _reach(candidates: Candidates, rate: float) -> int:
-    """The window's reach R in exponent units (``rank_window``): M / w_0 exp(-rate R) <= 2^-56 with a margin."""
+    """The window's reach R in exponent units (``rank_window``): M / w_0 exp(-rate R) <= 2^-56 with a margin.
+
+    At most ``_EXPONENT_LIMIT``: every exponent of a table lies below it, so that reach is the whole table (a
+    rate so small, e.g. a subnormal one, that the quotient is not a finite float, reaches it too).
+    """
     bits = total_measure(candidates).bit_length() - candidates.weights[0].bit_length() + 2 + _WINDOW_LEFT_OUT_BITS
-    return math.ceil((bits * math.log(2) + 2.0) / rate) + 1
+    reach = (bits * math.log(2) + 2.0) / rate
+    return math.ceil(reach) + 1 if reach < _EXPONENT_LIMIT else _EXPONENT_LIMIT
 
 
 def _group_windows(

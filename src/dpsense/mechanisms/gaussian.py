@@ -82,8 +82,8 @@ def gaussian_scale_ok(*, sensitivity: NumberLike, epsilon: NumberLike, delta: Nu
     The variance in grid steps grows with ``dimension`` (the snapped L2 sensitivity does), so a check
     at the largest possible dimension covers every smaller one (``exact.discrete_gaussian_variance_ok``).
     """
-    _, sigma2, _ = gaussian_plan(sensitivity=sensitivity, epsilon=epsilon, delta=delta, dimension=dimension)
-    return exact.discrete_gaussian_variance_ok(sigma2)
+    k, sigma2, _ = gaussian_plan(sensitivity=sensitivity, epsilon=epsilon, delta=delta, dimension=dimension)
+    return exact.discrete_gaussian_variance_ok(sigma2) and k <= grid.MAX_NOISE_EXPONENT
 
 
 def gaussian_accuracy(

@@ -53,11 +53,12 @@ def laplace_plan(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int
 def laplace_scale_ok(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int = 1) -> bool:
     """Whether ``laplace`` can sample its plan's scale for these parameters (``exact.discrete_laplace_scale_ok``).
 
-    The integer scale t grows with ``dimension`` (each coordinate adds up to one grid step to the
-    snapped sensitivity), so a check at the largest possible dimension covers every smaller one.
+    Its grid must keep every value finite (``grid.MAX_NOISE_EXPONENT``). The integer scale t grows with
+    ``dimension`` (each coordinate adds up to one grid step to the snapped sensitivity), so a check at the
+    largest possible dimension covers every smaller one.
     """
-    _, t = laplace_plan(sensitivity=sensitivity, epsilon=epsilon, dimension=dimension)
-    return exact.discrete_laplace_scale_ok(Fraction(t))
+    k, t = laplace_plan(sensitivity=sensitivity, epsilon=epsilon, dimension=dimension)
+    return exact.discrete_laplace_scale_ok(Fraction(t)) and k <= grid.MAX_NOISE_EXPONENT
 
 
 def laplace_accuracy(

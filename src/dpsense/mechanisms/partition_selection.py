@@ -19,12 +19,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpsense.core.checks import integer_in
-from dpsense.core.errors import UsageError
+from dpsense.core.errors import InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import NumberLike
 from dpsense.core.privacy_loss import ApproxDP, check_delta, check_epsilon
 from dpsense.mechanisms.discrete import geometric
+from dpsense.noise import exact
 
-__all__ = ["PartitionSelection", "partition_threshold", "select_partitions"]
+__all__ = ["PartitionSelection", "check_selection_parameters", "partition_threshold", "select_partitions"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,29 @@ def partition_threshold(*, sensitivity: int, max_partitions_per_unit: int, epsil
     while k * math.exp(-rate * m) / (1 + a) > float(delta):
         m += 1
     return 1 + m
+
+
+def check_selection_parameters(*, max_partitions_per_unit: int, replace: bool, epsilon: NumberLike) -> None:
+    """Refuse a selection whose discrete Laplace scale Δ/ε the exact sampler cannot serve, from public values.
+
+    The one home of the selection's limit: the release system's admission step applies it before any
+    charge, and ``select_partitions`` before it reads its counts (``exact.geometric_scale_ok``).
+
+    Raises:
+        InvalidPrivacyParameter: Δ/ε has a numerator of 2^52 or more (ε too small, or a long fraction)
+            or a denominator of 2^62 or more (ε too large).
+
+    """
+    eps = check_epsilon(epsilon)
+    sensitivity = 2 * max_partitions_per_unit if replace else max_partitions_per_unit
+    if not exact.geometric_scale_ok(sensitivity, eps):
+        raise InvalidPrivacyParameter(
+            "the partition selection's discrete Laplace scale (groups per unit / ε) is beyond the exact sampler's"
+            " limits at this ε",
+            {"epsilon": float(eps), "max_groups_per_unit": max_partitions_per_unit},
+            "ask for an epsilon between about 1e-12 and 1e12 (a decimal with few digits), declare the group keys"
+            " at registration, or lower max_groups_per_unit",
+        )
 
 
 def select_partitions(
@@ -85,6 +109,7 @@ def select_partitions(
     counts = np.asarray(unit_counts, dtype=np.int64).reshape(-1)
     if counts.size and counts.min() < 1:
         raise UsageError("candidate keys have at least one unit", int(counts.min()), "pass only keys present")
+    check_selection_parameters(max_partitions_per_unit=k, replace=replace, epsilon=eps)
     sensitivity = 2 * k if replace else k
     threshold = partition_threshold(sensitivity=sensitivity, max_partitions_per_unit=k, epsilon=eps, delta=dlt)
     if counts.size == 0:

@@ -96,10 +96,14 @@ def _plan(epsilon_test: Fraction, delta: Fraction) -> _TestPlan:
     ln_inv_delta = _CTX.ln(_CTX.divide(Decimal(delta.denominator), Decimal(delta.numerator)))
     bound = _CTX.multiply(dec_t, _CTX.subtract(ln_inv_delta, _CTX.ln(_CTX.add(Decimal(1), q))))
     j = max(1, int(_CTX.add(bound, Decimal("1e-20")).to_integral_value(rounding=ROUND_FLOOR)) + 1)
-    threshold = math.ldexp(float(j), k)
-    cap = math.ceil(threshold + CAP_SCALES / float(epsilon_test))
+    try:
+        threshold = math.ldexp(float(j), k)
+        cap = math.ceil(threshold + CAP_SCALES / float(epsilon_test))
+        beyond = cap >= _MAX_CAP or math.ldexp(float(cap), -k) >= _MAX_CAP
+    except OverflowError:  # a threshold beyond the doubles (epsilon_test near 2^-1000): beyond the cap too
+        beyond = True
     # Distances up to the cap are exact floats and snap to fewer than 2^52 grid steps: exact comparisons.
-    if cap >= _MAX_CAP or math.ldexp(float(cap), -k) >= _MAX_CAP:
+    if beyond:
         raise InvalidPrivacyParameter(
             "epsilon_test is too small for an exact PTR test (the threshold exceeds 2^52 noise steps)",
             str(epsilon_test),

@@ -194,13 +194,14 @@ def _random_bits(n: int) -> BOOL:
 
 
 def discrete_laplace_scale_ok(scale: Fraction) -> bool:
-    """Whether ``discrete_laplace`` serves ``scale = t/s``: positive with numerator t below 2^52.
+    """Whether ``discrete_laplace`` serves ``scale = t/s``: positive, numerator t below 2^52, denominator s below 2^62.
 
     The one home of the sampler's limit: the release system's admission step checks it on public
-    parameters before any charge, and ``discrete_laplace`` refuses the same scales.
+    parameters before any charge, and ``discrete_laplace`` refuses the same scales. The denominator is
+    an int64 divisor of the draws (a huge ε, e.g. 1e100, gives a scale whose denominator is not).
     """
     scale = Fraction(scale)
-    return scale > 0 and scale.numerator < MAX_LAPLACE_T
+    return scale > 0 and scale.numerator < MAX_LAPLACE_T and scale.denominator < INT64_SAFE
 
 
 def geometric_scale_ok(sensitivity: int | Fraction, epsilon: Fraction) -> bool:
@@ -230,9 +231,10 @@ def discrete_laplace(scale: Fraction, n: int) -> I64:
     t, s = scale.numerator, scale.denominator
     if not discrete_laplace_scale_ok(scale):
         raise UsageError(
-            "the exact discrete Laplace sampler supports scale numerators below 2^52",
-            f"{t.bit_length()} bits",
-            "round the scale up to a rational with a smaller numerator (dpsense.noise.grid does this)",
+            "the exact discrete Laplace sampler supports scale numerators below 2^52 and denominators below 2^62",
+            f"{t.bit_length()} and {s.bit_length()} bits",
+            "round the scale up to a rational with a smaller numerator (dpsense.noise.grid does this), or use a"
+            " smaller epsilon",
         )
     out = np.empty(n, dtype=np.int64)
     filled = 0

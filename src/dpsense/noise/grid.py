@@ -32,6 +32,12 @@ from dpsense.core.errors import InternalError
 F64 = NDArray[np.float64]
 
 
+#: The largest grid exponent k a noise plan may use: a draw of up to 2^53 steps of 2^k, and the value it is
+#: added to, stay finite doubles (2^(53 + 960) < 2^1023). The scale checks (``laplace_scale_ok``,
+#: ``gaussian_scale_ok``) refuse plans beyond it, so a release never unsnaps to infinity.
+MAX_NOISE_EXPONENT = 960
+
+
 def floor_log2(value: Fraction) -> int:
     """``floor(log2(value))`` for a positive rational, exactly."""
     if value <= 0:

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from dpsense import mechanisms as mech
 from dpsense.core.adjacency import Adjacency
-from dpsense.core.errors import InternalError
+from dpsense.core.errors import InternalError, InvalidPrivacyParameter
 from dpsense.core.numbers import DELTA_SLACK, inward_interval
 from dpsense.core.privacy_loss import ApproxDP, PrivacyLoss, PureDP
 from dpsense.core.steps import DecimalStep
@@ -274,6 +274,10 @@ def mean_error(noisy_sum: MechanismResult, noisy_count: MechanismResult, count: 
     return float(min(bound, 2 * half))
 
 
+#: The largest exponent math.exp takes without overflow (e^709.78 is the largest double).
+_MAX_EXP = 709.0
+
+
 def ptr_record_budget(step: PlanStep) -> tuple[Fraction, Fraction]:
     """Per-record (ε_r, δ_r) of a PTR step whose unit stands for ``step.record_cost`` record changes.
 
@@ -291,8 +295,17 @@ def ptr_record_budget(step: PlanStep) -> tuple[Fraction, Fraction]:
         raise InternalError(f"PTR step {step.output!r} with δ = 0")
     k = step.unit_cost
     eps_r = step.loss.epsilon / k
-    factor = k * math.exp((k - 1) * float(eps_r)) * (1 + DELTA_SLACK)
+    exponent = (k - 1) * float(eps_r)
+    factor = k * math.exp(min(exponent, _MAX_EXP)) * (1 + DELTA_SLACK)
     delta_r = Fraction(float(step.loss.delta) / factor)
+    if exponent > _MAX_EXP or delta_r == 0:  # e^((k-1) ε_r) beyond a double, or δ_r below the smallest one
+        raise InvalidPrivacyParameter(
+            f"Propose-Test-Release of {step.output!r}: group privacy over {k} record changes leaves no δ per "
+            f"record at this ε (k e^((k-1) ε / k) δ_r <= δ needs δ_r below the smallest double)",
+            {"output": step.output, "epsilon": float(step.loss.epsilon), "record changes": k},
+            "ask for a smaller epsilon (PTR's δ per record shrinks as e^(-ε)), or omit mechanism= for the pure "
+            "ε-DP default",
+        )
     while delta_r * Fraction(factor) > step.loss.delta:  # never above δ after rounding
         delta_r = Fraction(math.nextafter(float(delta_r), 0.0))
     return eps_r, delta_r

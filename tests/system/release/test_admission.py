@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import dpsense as dp
-from dpsense.core.errors import InvalidPrivacyParameter, UsageError
+from dpsense.core.errors import InvalidBounds, InvalidPrivacyParameter, UsageError
 from dpsense.core.numbers import to_fraction
 from dpsense.mechanisms.laplace import laplace_scale_ok
 from dpsense.mechanisms.ptr import check_plan_parameters
@@ -109,6 +109,50 @@ CASES: dict[str, tuple[Build, dict[str, object], str | None, type[Exception], st
         None,
         UsageError,
         "its type BIGINT can hold",
+    ),
+    # the public range of _admission._admit_public_range (tests/system/release/test_extreme_parameters.py
+    # sweeps it; each of these failed after the charge, or with a bare arithmetic error, before it)
+    "ε above 2^40": (
+        lambda d: d.query().agg(n=dp.count()),
+        {"epsilon": 1e13},
+        "SELECT COUNT(*) AS n FROM events",
+        InvalidPrivacyParameter,
+        "smaller epsilon",
+    ),
+    "δ below 2^-300": (
+        lambda d: d.query().agg(n=dp.count(mechanism="gaussian")),
+        {"epsilon": 1, "delta": 1e-100},
+        None,
+        InvalidPrivacyParameter,
+        "at least 2^-300",
+    ),
+    "bounds a single point for a smooth median": (
+        lambda d: d.query().agg(m=dp.median("hours", bounds=(5, 5), mechanism="smooth_median")),
+        {"epsilon": 1},
+        None,
+        InvalidBounds,
+        "single point",
+    ),
+    "bounds below 2^-900 in magnitude": (
+        lambda d: d.query().agg(s=dp.sum("hours", bounds=(0, "1e-300"))),
+        {"epsilon": 1},
+        None,
+        InvalidBounds,
+        "at least 2^-900",
+    ),
+    "PTR's δ per record at ε = 1e3": (
+        lambda d: d.query().agg(m=dp.median("age", mechanism="ptr_order_statistic", proposed_bound=1)),
+        {"epsilon": 1e3, "delta": 1e-7},
+        None,
+        InvalidPrivacyParameter,
+        "leaves no δ per record",
+    ),
+    "partition selection's scale at ε = 1e-17": (
+        lambda d: d.query().group_by("age").max_groups_per_unit(1).agg(m=dp.median("hours")),
+        {"epsilon": 1e-17, "delta": 1e-7},
+        None,
+        InvalidPrivacyParameter,
+        "partition selection",
     ),
     "group key not an integer on an integer column": (
         lambda d: d.query().group_by("age", keys=[18, 18.5]).agg(n=dp.count()),
