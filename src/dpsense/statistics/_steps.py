@@ -297,8 +297,12 @@ def ptr_record_budget(step: PlanStep) -> tuple[Fraction, Fraction]:
     eps_r = step.loss.epsilon / k
     exponent = (k - 1) * float(eps_r)
     factor = k * math.exp(min(exponent, _MAX_EXP)) * (1 + DELTA_SLACK)
-    delta_r = Fraction(float(step.loss.delta) / factor)
-    if exponent > _MAX_EXP or delta_r == 0:  # e^((k-1) ε_r) beyond a double, or δ_r below the smallest one
+    delta_r = Fraction(0)  # when e^((k-1) ε_r) is beyond a double, no δ_r is
+    if exponent <= _MAX_EXP and math.isfinite(factor):
+        delta_r = Fraction(float(step.loss.delta) / factor)
+        while delta_r * Fraction(factor) > step.loss.delta:  # never above δ after rounding
+            delta_r = Fraction(math.nextafter(float(delta_r), 0.0))
+    if delta_r == 0:  # δ_r below the smallest double, or no factor
         raise InvalidPrivacyParameter(
             f"Propose-Test-Release of {step.output!r}: group privacy over {k} record changes leaves no δ per "
             f"record at this ε (k e^((k-1) ε / k) δ_r <= δ needs δ_r below the smallest double)",
@@ -306,8 +310,6 @@ def ptr_record_budget(step: PlanStep) -> tuple[Fraction, Fraction]:
             "ask for a smaller epsilon (PTR's δ per record shrinks as e^(-ε)), or omit mechanism= for the pure "
             "ε-DP default",
         )
-    while delta_r * Fraction(factor) > step.loss.delta:  # never above δ after rounding
-        delta_r = Fraction(math.nextafter(float(delta_r), 0.0))
     return eps_r, delta_r
 
 
