@@ -97,6 +97,7 @@ def plain_registration(path: Path) -> float:
         extra.append(f"{expr} AS __dps_q{i}")
     sql = _index_query.unit_index_query("src", [c.name for c in columns], unit_column="person", extra=extra)
     con.execute(f"CREATE TEMP TABLE idx AS {sql}", params)
+    con.execute(f"CREATE TEMP TABLE stored AS {_index_query.position_order_query('idx', 'person')}")
     seconds = time.perf_counter() - start
     con.close()
     return seconds

@@ -1,11 +1,14 @@
 """Conformance: the unit index (``index_units``) and the window-free bounding it enables.
 
-On an indexed table, ``bounded_rows`` without filters or a group cap keeps, per unit, the C rows at
-cyclically consecutive positions of a secret registration order, rotated by a salt-keyed offset. The
-tests check what the protocol promises: exactly min(C, n_u) rows per unit, each row kept with
-probability C / n_u across salts (with power against rules that ignore the salt), cyclic windows,
-independence from physical row order, hidden columns that never show, and an index that
-``apply_policies`` and ``forget`` drop.
+On an indexed table, ``bounded_rows`` without a group cap keeps, per unit, at most C rows chosen by a
+secret registration order: on DuckDB's own rules the first C (passing) rows of that order, the same in
+every release; on the portable rules (and Spark) C cyclically consecutive positions rotated by a
+salt-keyed offset per unit and release. The tests check what the protocol promises: exactly
+min(C, n_u) rows per unit (min(C, k) of k passing rows under a filter), each row kept with probability
+C / n_u over the secret that chooses (the registration's key on DuckDB's rules, the release's salt on
+the portable ones; with power against a rule that ignores it), uniform C-subsets, independence from
+physical row order, hidden columns that never show, and an index that ``apply_policies`` and
+``forget`` drop.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from tests.conformance.test_engine_conformance import SECRET, bound, people, sel
 from tests.statistical.gof import P_THRESHOLD, chi_square_pvalue
 
 KEY = bytes(range(100, 132))
-HIDDEN = ("__dps_pos", "__dps_n", "__dps_uh")
+HIDDEN = ("__dps_pos", "__dps_n", "__dps_uh")  # the last on the portable rules only
 
 
 def sized_units(sizes: dict[int, int]) -> pd.DataFrame:
@@ -92,12 +95,22 @@ def test_indexed_bound_is_deterministic_given_salt_and_independent_of_row_order(
     first = selections(engine, views[0])
     assert all(selections(engine, v) == first for v in views[1:])
     assert len(first[999]) == 2
-    # a new salt, a new choice (with DuckDB's shared offset and unit sizes 4, 6, 9 one salt in 36
-    # repeats the choice; ten salts all repeating it would happen once in 36**10)
-    assert any(selections(engine, bound(engine, c=2)) != first for _ in range(10))
+    if chosen_at_registration(engine):
+        # DuckDB's rule: the snapshot's choice, the same under every salt; a new registration key, a
+        # new choice (60 units of 4 or 9 rows keeping the same pairs under ten keys: never)
+        assert all(selections(engine, bound(engine, c=2)) == first for _ in range(5))
+        fresh = []
+        for _ in range(10):
+            engine.index_units("t", unit_column="person", key=random_bytes(32))
+            fresh.append(selections(engine, bound(engine, c=2)))
+        assert any(f != first for f in fresh)
+    else:
+        # a new salt, a new choice (one salt in 36 repeats it for the unit sizes 4, 6, 9)
+        assert any(selections(engine, bound(engine, c=2)) != first for _ in range(10))
 
 
 def test_indexed_bound_keeps_cyclic_windows_of_one_order(engine: Engine) -> None:
+    """Portable rules: C cyclically consecutive positions; DuckDB's: one subset, the snapshot's."""
     n, c = 6, 2
     indexed(engine, sized_units({n: 40}))
     windows: dict[int, set[tuple[int, ...]]] = {}
@@ -107,15 +120,24 @@ def test_indexed_bound_keeps_cyclic_windows_of_one_order(engine: Engine) -> None
                 windows.setdefault(person, set()).add(labels)
     for person, seen in windows.items():
         # n windows of C consecutive positions at most (not all C(n, C) = 15 subsets); every row in C of them.
-        assert len(seen) <= n, person
+        assert len(seen) == 1 if chosen_at_registration(engine) else len(seen) <= n, person
         assert all(sum(label in w for w in seen) <= c for label in range(n)), person
 
 
-def inclusion_counts(engine: Engine, sizes: dict[int, int], c: int, salts: list[bytes]) -> dict[int, np.ndarray]:
-    """Per unit size n: for each unit of that size, how often its row with label 0 was kept."""
+def inclusion_counts(
+    engine: Engine, sizes: dict[int, int], c: int, secrets: list[bytes], *, by_key: bool
+) -> dict[int, np.ndarray]:
+    """Per unit size n: for each unit of that size, how often its row with label 0 was kept.
+
+    Each secret is a release's salt (``by_key=False``) or a fresh registration key, the table indexed
+    again under it (``by_key=True``).
+    """
     counts: Counter[int] = Counter()
-    for salt in salts:
+    for secret in secrets:
+        if by_key:
+            engine.index_units("t", unit_column="person", key=secret)
         with engine.release_scope():
+            salt = random_bytes(32) if by_key else secret
             view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=c, salt=salt)
             got = engine.collect(view, columns=["person", "label"])
         counts.update(p for p, lab in zip(got["person"].tolist(), got["label"].tolist(), strict=True) if lab == 0)
@@ -131,21 +153,26 @@ def binomial_pvalue(samples: np.ndarray, trials: int, p: float) -> float:
     return chi_square_pvalue(samples, lambda k: stats.binom.pmf(k, trials, p), 0, trials)
 
 
-@pytest.mark.statistical
-def test_each_row_is_kept_with_probability_c_over_n_across_salts(engine: Engine) -> None:
-    """Per unit, one designated row's inclusion count over S fresh salts is Binomial(S, C / n_u).
+def chosen_at_registration(engine: Engine) -> bool:
+    """DuckDB's default rule: the first C rows of the registration order (portable engines: a rotation per release)."""
+    return isinstance(engine, DuckDBEngine) and not engine.portable
 
+
+@pytest.mark.statistical
+def test_each_row_is_kept_with_probability_c_over_n_over_the_choosing_secret(engine: Engine) -> None:
+    """Per unit, one designated row's inclusion count over S fresh secrets is Binomial(S, C / n_u).
+
+    The secret is the registration key on DuckDB's rules and the release's salt on the portable ones.
     Units are independent, so the counts of one size form a sample of that binomial: a chi-square
     goodness-of-fit test with bins of >= 20 expected draws and the 1e-10 threshold. Power: the same
-    test rejects a rule that keeps a fixed subset per unit whatever the salt ("the first C rows" of
-    a fixed order), here the engine itself run with one salt repeated.
+    test rejects a rule that keeps a fixed subset per unit whatever the secret ("the first C rows" of
+    a fixed order), here the engine itself run with one secret repeated, and a marginal 30 % off.
     """
-    if shares_one_rotation(engine):
-        pytest.skip("DuckDB's own rule rotates every unit by one offset: see test_the_shared_rotation_is_uniform")
     sizes, c, trials = {3: 150, 4: 150, 7: 150, 12: 150}, 2, 48
+    by_key = chosen_at_registration(engine)
     indexed(engine, sized_units(sizes).sample(frac=1.0, random_state=4))
-    fresh = inclusion_counts(engine, sizes, c, [random_bytes(32) for _ in range(trials)])
-    repeated = inclusion_counts(engine, sizes, c, [random_bytes(32)] * trials)
+    fresh = inclusion_counts(engine, sizes, c, [random_bytes(32) for _ in range(trials)], by_key=by_key)
+    repeated = inclusion_counts(engine, sizes, c, [random_bytes(32)] * trials, by_key=by_key)
     for n, counts in fresh.items():
         assert binomial_pvalue(counts, trials, c / n) > P_THRESHOLD, n
         assert binomial_pvalue(repeated[n], trials, c / n) < P_THRESHOLD, n
@@ -153,45 +180,33 @@ def test_each_row_is_kept_with_probability_c_over_n_across_salts(engine: Engine)
         assert binomial_pvalue(counts, trials, min(1.0, 1.3 * c / n)) < P_THRESHOLD, n
 
 
-def shares_one_rotation(engine: Engine) -> bool:
-    """DuckDB's default rule: one 31-bit offset per release for every unit (portable engines: one per unit)."""
-    return isinstance(engine, DuckDBEngine) and not engine.portable
-
-
-def window_counts(engine: Engine, person: int, c: int, salts: list[bytes]) -> Counter[tuple[int, ...]]:
-    """How often each set of kept labels (a window of the unit's secret order) was kept for ``person``."""
-    seen: Counter[tuple[int, ...]] = Counter()
-    for salt in salts:
-        with engine.release_scope():
-            view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=c, salt=salt)
-            seen[selections(engine, view)[person]] += 1
-    return seen
-
-
 @pytest.mark.statistical
-def test_the_shared_rotation_is_uniform_across_salts(engine: Engine) -> None:
-    """DuckDB's rule: over S fresh salts each of a unit's n cyclic windows is kept S/n times (chi-square).
+def test_the_registration_choice_is_a_uniform_c_subset() -> None:
+    """DuckDB's rule: over fresh registration keys a unit keeps each of its C(n, C) subsets alike.
 
-    A uniform window makes every row's inclusion probability exactly C / n_u. Units share the offset:
-    given the registration, the windows of two units of one size move together; each unit's positions
-    are its own secret keyed permutation of its rows, so over that secret the rows they keep are
-    independent. Power: one salt repeated keeps one window, which the same test rejects.
+    Row-by-row uniformity is not enough (C consecutive rows of a cyclic order are uniform row by row);
+    here each of the C(6, 2) = 15 pairs of a unit of 6 rows must come up about S / 15 times, for each
+    of 4 units (chi-square, pooled over independent units). Power: the same test rejects the cyclic
+    windows of one order per unit (6 of the 15 pairs), simulated with the test's own draws.
     """
-    if not shares_one_rotation(engine):
-        pytest.skip("portable engines rotate each unit by its own keyed offset (the binomial test above)")
-    sizes, c, trials = {3: 1, 4: 1, 7: 1, 12: 1}, 2, 360
-    frame = sized_units(sizes)
-    indexed(engine, frame)
-    size_of = frame.groupby("person")["size"].first()
-    salts = [random_bytes(32) for _ in range(trials)]
-    for n in sizes:
-        first = int(size_of[size_of == n].index[0])
-        windows = window_counts(engine, first, c, salts)
-        assert len(windows) == n  # n cyclic windows of C consecutive positions (C < n)
-        counts = np.array(list(windows.values()), dtype=np.float64)
-        assert stats.chisquare(counts).pvalue > P_THRESHOLD, n
-        stuck = window_counts(engine, first, c, [salts[0]] * trials)
-        assert stats.chisquare([*stuck.values(), *[0] * (n - len(stuck))]).pvalue < P_THRESHOLD, n
+    engine = DuckDBEngine()
+    n, c, units, trials = 6, 2, 4, 450
+    engine.register("t", sized_units({n: units}))
+    pairs = list(combinations(range(n), c))
+    per_unit: dict[int, Counter[tuple[int, ...]]] = {}
+    for _ in range(trials):
+        engine.index_units("t", unit_column="person", key=random_bytes(32))
+        for person, labels in selections(engine, bound(engine, c=c)).items():
+            per_unit.setdefault(person, Counter())[labels] += 1
+    assert _pooled_chi_square(per_unit, pairs) > P_THRESHOLD
+    rng = np.random.default_rng(6)  # the control's own draws
+    windows: dict[int, Counter[tuple[int, ...]]] = {}
+    for unit in range(units):
+        order = rng.permutation(n)
+        for _ in range(trials):
+            start = int(rng.integers(n))
+            windows.setdefault(unit, Counter())[tuple(sorted(int(order[(start + i) % n]) for i in range(c)))] += 1
+    assert _pooled_chi_square(windows, pairs) < P_THRESHOLD
 
 
 def test_first_c_rows_is_rejected_by_the_inclusion_test() -> None:
@@ -379,7 +394,7 @@ def test_a_filtered_bound_on_an_indexed_table_keeps_min_c_passing_rows_of_every_
 
 
 def test_a_filtered_bound_on_an_indexed_table_draws_uniform_subsets_of_the_large_units() -> None:
-    """Each passing row of a unit with more rows than C stays with probability C / k across salts.
+    """Each passing row of a unit with more rows than C stays with probability C / k over registration keys.
 
     On DuckDB's own rules, the only ones with the split selection (``_index_query.filtered_query``);
     the portable rules and Spark window every unit, as the tests of the windowed bound check.
@@ -387,11 +402,11 @@ def test_a_filtered_bound_on_an_indexed_table_draws_uniform_subsets_of_the_large
     engine = DuckDBEngine()
     df = sized_units({10: 1})
     engine.register("t", df)
-    engine.index_units("t", unit_column="person", key=KEY)
     where = [predicate("label", "<", 8)]  # 8 of the unit's 10 rows pass; C = 2 of them stay
     trials = 400
     kept: Counter[int] = Counter()
     for _ in range(trials):
+        engine.index_units("t", unit_column="person", key=random_bytes(32))
         view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=2, salt=random_bytes(32), where=where)
         kept.update(engine.collect(view, columns=["label"])["label"].tolist())
         engine.drop(view)
@@ -411,20 +426,20 @@ def _pooled_chi_square(per_unit: dict[int, Counter[tuple[int, ...]]], pairs: lis
 
 
 def test_a_filtered_bound_on_an_indexed_table_draws_uniform_c_subsets_not_only_uniform_rows() -> None:
-    """Each large unit's kept pair is uniform over all C-subsets of its passing rows, across salts.
+    """Each large unit's kept pair is uniform over all C-subsets of its passing rows, over registration keys.
 
-    Per unit, not pooled: given the registration order, a rule that keeps C consecutive passing rows
-    of that order (a rotation) is uniform row by row, yet each unit then only ever keeps 8 of the 28
-    pairs. Power: the same test rejects that rule, simulated with one fixed order per unit.
+    Per unit, not pooled: a rule that keeps C consecutive passing rows of a cyclic order is uniform
+    row by row, yet each unit then only ever keeps 8 of the 28 pairs. Power: the same test rejects that
+    rule, simulated with one fixed order per unit.
     """
     engine = DuckDBEngine()
-    units, salts, c = 20, 120, 2
+    units, keys, c = 20, 120, 2
     engine.register("t", sized_units({10: units}))
-    engine.index_units("t", unit_column="person", key=KEY)
     where = [predicate("label", "<", 8)]
     pairs = list(combinations(range(8), c))
     per_unit: dict[int, Counter[tuple[int, ...]]] = {}
-    for _ in range(salts):
+    for _ in range(keys):
+        engine.index_units("t", unit_column="person", key=random_bytes(32))
         view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=c, salt=random_bytes(32), where=where)
         got = engine.collect(view, columns=["person", "label"])
         by_unit: dict[int, list[int]] = {}
@@ -438,9 +453,101 @@ def test_a_filtered_bound_on_an_indexed_table_draws_uniform_c_subsets_not_only_u
     rng = np.random.default_rng(5)  # the control's own draws
     rotated: dict[int, Counter[tuple[int, ...]]] = {}
     for unit in range(units):
-        order = rng.permutation(8)  # the unit's registration order, fixed across salts
-        for _ in range(salts):
+        order = rng.permutation(8)  # the unit's order, fixed
+        for _ in range(keys):
             start = int(rng.integers(8))
             pair = tuple(sorted(int(order[(start + i) % 8]) for i in range(c)))
             rotated.setdefault(unit, Counter())[pair] += 1
     assert _pooled_chi_square(rotated, pairs) < P_THRESHOLD
+
+
+def registration_orders(engine: Engine, sizes: dict[int, int]) -> dict[int, list[int]]:
+    """Each unit's labels in its secret registration order, read through the public bound alone.
+
+    On DuckDB's rules the bound by C keeps the first C rows of that order, so the row kept at C = k
+    and not at C = k - 1 is the one at position k - 1.
+    """
+    before: dict[int, tuple[int, ...]] = {}
+    order: dict[int, list[int]] = {}
+    for k in range(1, max(sizes) + 1):
+        now = selections(engine, bound(engine, c=k))
+        for person, labels in now.items():
+            new = set(labels) - set(before.get(person, ()))
+            if new:
+                assert len(new) == 1
+                order.setdefault(person, []).append(new.pop())
+        before = now
+    return order
+
+
+@pytest.mark.parametrize("c", [1, 3, 64, 70])
+def test_a_filtered_bound_keeps_exactly_the_first_c_passing_rows_of_the_registration_order(c: int) -> None:
+    """The three parts of ``filtered_query`` (small units, the failing-position masks, the window above
+    ``MASK_ROWS`` rows) keep, in every unit, exactly its first C passing rows in its registration order.
+
+    Units of 1 to 100 rows cross every boundary (C, 64, 65); the filter fails on NULLs too (a NULL
+    is not a pass). The order is read through the unfiltered bound, which keeps its first C rows.
+    """
+    from dpsense.engine.sql._index_query import MASK_ROWS
+
+    assert MASK_ROWS == 64
+    engine = DuckDBEngine()
+    sizes = {1: 3, 2: 3, 3: 3, 5: 3, 63: 2, 64: 2, 65: 2, 100: 2}
+    df = sized_units(sizes)
+    rng = np.random.default_rng(11)  # the test's own data
+    df["x"] = np.where(rng.random(len(df)) < 0.1, np.nan, rng.random(len(df)))
+    engine.register("t", df)
+    engine.index_units("t", unit_column="person", key=random_bytes(32))
+    order = registration_orders(engine, sizes)
+    for threshold in (0.2, 0.5, 0.9):
+        passing = {(p, lab) for p, lab, x in zip(df["person"], df["label"], df["x"], strict=True) if x >= threshold}
+        view = engine.bounded_rows(
+            "t",
+            unit_column="person",
+            max_rows_per_unit=c,
+            salt=random_bytes(32),
+            where=[predicate("x", ">=", threshold)],
+        )
+        got = selections(engine, view)
+        for person, labels in order.items():
+            first = [lab for lab in labels if (person, lab) in passing][:c]
+            assert got.get(person, ()) == tuple(sorted(first)), (person, threshold)
+        engine.drop(view)
+
+
+@pytest.mark.parametrize("c", [1, 3, 70])
+def test_neighbouring_snapshots_keep_the_same_rows_of_every_other_unit(c: int) -> None:
+    """Built neighbours, not a re-read plan: under one registration key, removing a unit, or replacing
+    its rows, changes the kept rows of that unit alone, filtered or not, so at most C rows move.
+
+    DuckDB's rules (the first C passing rows of the registration order; the three parts of
+    ``filtered_query`` each read one unit's rows). Units of 1 to 100 rows, filters failing on NULLs.
+    """
+    rng = np.random.default_rng(12)  # the test's own data
+    sizes = {1: 4, 2: 4, 5: 4, 40: 3, 64: 2, 65: 2, 100: 2}
+    base = sized_units(sizes)
+    base["x"] = np.where(rng.random(len(base)) < 0.1, np.nan, rng.random(len(base)))
+    key = random_bytes(32)
+    victims = [int(p) for p in base.groupby("size")["person"].first()]
+
+    def kept_rows(frame: pd.DataFrame, where: list[object]) -> Counter[tuple[int, int]]:
+        engine = DuckDBEngine()
+        engine.register("t", frame)
+        engine.index_units("t", unit_column="person", key=key)
+        view = engine.bounded_rows("t", unit_column="person", max_rows_per_unit=c, salt=random_bytes(32), where=where)
+        got = engine.collect(view, columns=["person", "label"])  # a label names a row within its unit
+        engine.close()
+        return Counter(zip(got["person"].tolist(), got["label"].tolist(), strict=True))
+
+    for where in ([], [predicate("x", ">=", 0.3)]):
+        full = kept_rows(base, where)  # type: ignore[arg-type]
+        for victim in victims:
+            removed = kept_rows(base[base["person"] != victim], where)  # type: ignore[arg-type]
+            replaced_frame = base.copy()
+            mask = replaced_frame["person"] == victim
+            replaced_frame.loc[mask, "x"] = rng.random(int(mask.sum()))
+            replaced = kept_rows(replaced_frame, where)  # type: ignore[arg-type]
+            for neighbour in (removed, replaced):
+                moved = (full - neighbour) + (neighbour - full)
+                assert all(person == victim for person, _ in moved), (victim, where)
+                assert sum((full - neighbour).values()) <= c and sum((neighbour - full).values()) <= c

@@ -516,7 +516,7 @@ def prepare(engine: StewardEngine, table: str, profile: Profile) -> None:
 
     The order is this process's; once the snapshot is stored (``_store``) it stays the snapshot's for
     every later attach. Privacy does not depend on it: each release keeps, per unit, rows chosen from
-    that unit's rows alone (``_index_query.rotation_condition``), whatever the order.
+    that unit's rows alone (``_index_query.first_rows_condition``), whatever the order.
 
     The clipped sum of every column with declared bounds (the sum, mean and variance steps use it
     unless a query overrides the bounds) is offered to the index, so an engine may store its exact

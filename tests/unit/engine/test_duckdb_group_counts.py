@@ -126,7 +126,7 @@ def test_the_condition_is_exact_for_large_products() -> None:
 
 
 def test_units_above_the_cap_keep_a_uniform_group_then_uniform_rows() -> None:
-    """Per unit across salts: the kept region is uniform over its 3, and the kept row uniform over that region's 2."""
+    """Per unit across salts and keys: the kept region is uniform over its 3, the kept row over that region's 2."""
     from scipy import stats
 
     from tests.statistical.gof import P_THRESHOLD
@@ -137,9 +137,9 @@ def test_units_above_the_cap_keep_a_uniform_group_then_uniform_rows() -> None:
     )
     with DuckDBEngine() as e:
         e.register("t", frame)
-        e.index_units("t", unit_column="person", key=random_bytes(32), group_columns=["region"])
         picks: dict[int, Counter[tuple[str, int]]] = {u: Counter() for u in range(units)}
-        for _ in range(salts):
+        for _ in range(salts):  # the group is the salt's choice, the row within it the registration key's
+            e.index_units("t", unit_column="person", key=random_bytes(32), group_columns=["region"])
             view = e.bounded_rows(
                 "t",
                 unit_column="person",

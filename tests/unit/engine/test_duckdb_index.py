@@ -35,7 +35,7 @@ def test_duckdb_hash_of_an_integer_is_the_bijective_murmur_finaliser() -> None:
 def secrets_of(salt: bytes, key: bytes) -> list[str]:
     derived = [
         *_query.derived_keys(key, "index", _index_query.INDEX_KEYS).values(),
-        *_query.derived_keys(salt, "rotation", (_index_query.ROTATION_KEY,)).values(),
+        *_query.derived_keys(salt, "rows", _query.ROW_KEYS).values(),
     ]
     return [salt.hex(), key.hex(), *(str(v) for v in derived), *(format(v, "x") for v in derived)]
 
@@ -51,11 +51,11 @@ def test_no_secret_reaches_sql_text_the_catalog_or_the_view() -> None:
         secrets = secrets_of(salt, key)
         catalog = con.execute("SELECT coalesce(sql, '') FROM duckdb_tables() UNION ALL SELECT sql FROM duckdb_views()")
         text = " ".join(str(r[0]) for r in catalog.fetchall()) + selection.sql + repr(view)
-        assert "$rot_k" in selection.sql and "__dps_pos" in selection.sql
+        assert "$max_rows" in selection.sql and "__dps_pos" in selection.sql
         assert not any(s in text for s in secrets)
         # Only the derived key is held, never the salt, and only until the view goes.
         assert salt not in selection.params.values() and salt.hex() not in repr(selection.params)
-        assert set(selection.params) == {_index_query.ROTATION_KEY, _index_query.ROTATION_ROWS}
+        assert set(selection.params) == {_index_query.MAX_ROWS}
         e.drop(view)
         assert e._selections == {}
 
@@ -77,7 +77,7 @@ def test_the_indexed_path_makes_no_table_and_the_windowed_path_does() -> None:
         assert view.name not in e._selections and con.execute(tables).fetchone() == (2,)
 
 
-def test_index_snapshot_is_stored_by_unit_and_leaves_a_table_registered_by_name() -> None:
+def test_index_snapshot_is_stored_by_position_and_leaves_a_table_registered_by_name() -> None:
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE events AS SELECT * FROM (VALUES (3, 1.0), (1, 2.0), (NULL, 9.0), (3, 5.0), (2, 3.0)) v(p, x)"
@@ -88,9 +88,9 @@ def test_index_snapshot_is_stored_by_unit_and_leaves_a_table_registered_by_name(
         e.index_units("ev", unit_column="p", key=random_bytes(16))
         relation = e._tables["ev"][0]
         stored = con.execute(f"SELECT p, __dps_pos, __dps_n FROM {relation}").fetchall()
-        assert [r[0] for r in stored] == [1, 2, 3, 3, None]
+        assert [r[0] for r in stored] == [1, 2, 3, 3, None]  # every unit's first row, then the second ...
         assert stored[-1] == (None, None, None)
-        assert sorted(r[1] for r in stored if r[0] == 3) == [0, 1] and {r[2] for r in stored if r[0] == 3} == {2}
+        assert [r[1] for r in stored] == [0, 0, 0, 1, None] and {r[2] for r in stored if r[0] == 3} == {2}
         assert con.execute("SELECT * FROM events").fetchall() == before
         e.forget("ev")
         copies = con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_src_')")
@@ -101,7 +101,8 @@ def test_index_snapshot_is_stored_by_unit_and_leaves_a_table_registered_by_name(
 def test_index_sql_carries_keys_as_parameters_only() -> None:
     sql = _index_query.unit_index_query('"t"', ["person", "x"], unit_column="person")
     assert "$ik1" in sql and "$ik2" in sql and "ORDER BY" in sql
-    assert _index_query.rotation_condition().endswith("< $rot_c") and "$rot_k" in _index_query.rotation_condition()
+    assert _index_query.first_rows_condition() == "__dps_pos < $max_rows"
+    assert "ORDER BY __dps_pos NULLS LAST" in _index_query.position_order_query('"t"', "person")
 
 
 def test_checked_public_keys_are_remembered_but_never_wrongly() -> None:
@@ -136,3 +137,49 @@ def test_a_unit_above_the_rotation_limit_is_refused_at_registration(monkeypatch:
         e.register("t", rows)
         e.index_units("t", unit_column="person", key=random_bytes(32))  # at the limit: indexed
         assert e._indexes == {"t": "person"}
+
+
+def test_the_kept_rows_are_a_prefix_the_release_reads_alone() -> None:
+    """The rows with position < C come first in the stored table, so a bound by C reads a prefix."""
+    with DuckDBEngine() as e:
+        e.register(
+            "t", pd.DataFrame({"person": [i % 50 for i in range(1000)], "hours": [float(i) for i in range(1000)]})
+        )
+        e.index_units("t", unit_column="person", key=random_bytes(32))
+        relation = e._tables["t"][0]
+        positions = [r[0] for r in e._con.execute(f"SELECT __dps_pos FROM {relation}").fetchall()]
+        assert positions == sorted(positions) and positions[:50] == [0] * 50 and positions[-1] == 19
+
+
+def test_a_snapshot_file_of_the_earlier_layout_still_attaches_and_keeps_the_same_rows(tmp_path: object) -> None:
+    """A file stored before the position order (with the unit-hash column, sorted by unit) is read as is."""
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "snapshot.duckdb"
+    data = pd.DataFrame({"person": [i % 40 for i in range(400)], "hours": [float(i % 17) for i in range(400)]})
+    with DuckDBEngine() as e:
+        e.register("t", data)
+        e.index_units("t", unit_column="person", key=random_bytes(32))
+        info = e.table_info("t")
+        want = e.collect(
+            e.bounded_rows("t", unit_column="person", max_rows_per_unit=3, salt=random_bytes(32)),
+            columns=["person", "hours"],
+        )
+        e.save_snapshot("t", path)
+    con = duckdb.connect(str(path))
+    con.execute(
+        "CREATE TABLE legacy AS SELECT person, hours, __dps_pos, __dps_n, hash(person) AS __dps_uh FROM snapshot "
+        "ORDER BY person, __dps_pos"
+    )
+    con.execute("DROP TABLE snapshot")
+    con.execute("ALTER TABLE legacy RENAME TO snapshot")
+    con.close()
+    with DuckDBEngine() as again:
+        again.load_snapshot("t", path, info=info, unit_column="person")
+        got = again.collect(
+            again.bounded_rows("t", unit_column="person", max_rows_per_unit=3, salt=random_bytes(32)),
+            columns=["person", "hours"],
+        )
+        assert sorted(zip(got["person"], got["hours"], strict=True)) == sorted(
+            zip(want["person"], want["hours"], strict=True)
+        )

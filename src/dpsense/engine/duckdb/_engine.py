@@ -526,15 +526,13 @@ class DuckDBEngine(DuckDBStewardSteps):
         choice of groups, then of rows, keyed on stored integers), on their rows alone. Each unit's
         rows are still chosen from that unit's rows (and its stored columns) alone.
 
-        Without filters, no window and no aggregate: each unit u keeps the rows with
-        ``(pos + r) mod n_u < C``, a cyclic window of C consecutive positions of its secret
-        registration order, rotated by ``r``, a 31-bit key derived from ``salt``
-        (``_index_query.rotation_condition``; portable engines rotate each unit by a keyed hash of the
-        unit instead). Exactly min(C, n_u) rows stay; each row stays with probability C / n_u (up to a
-        bias below n_u / 2**31) given a fresh salt. With filters (DuckDB's own rules only), units with
-        at most C rows keep every passing row and only the larger ones are windowed under the salt
-        (``_index_query.filtered_query``). The stored grid units ride along either way, so the
-        declared sums stay integer sums.
+        Without filters, no window, no aggregate and no arithmetic: each unit keeps the rows with
+        ``pos < C``, the first C of its secret registration order (``_index_query.first_rows_condition``),
+        which the snapshot stores as a prefix of the table; exactly min(C, n_u) rows, a uniformly random
+        C-subset over the registration secret, the same in every release (portable engines rotate each
+        unit by a keyed hash of the unit per release instead). With filters (DuckDB's own rules only),
+        each unit keeps the first C of its passing rows in that order (``_index_query.filtered_query``).
+        The stored grid units ride along either way, so the declared sums stay integer sums.
         """
         params: dict[str, object]
         stored = self._stored_sums.get(table, {})
@@ -547,17 +545,14 @@ class DuckDBEngine(DuckDBStewardSteps):
             sql, params = _index_query.filtered_query(
                 source, columns, unit_column=unit_column, where=filters, kinds=kinds
             )
-            params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))
-            params["max_rows"] = max_rows
+            params[_index_query.MAX_ROWS] = max_rows
         elif self.portable:  # the rotation of _portable: 64-bit arithmetic Spark computes alike
             params = _portable_query.rotation_keys(salt)
             params[_portable_query.ROTATION_ROWS] = max_rows
             sql = _portable_query.rotation_query(relation, info.column_names)
         else:
-            keys = _query.derived_keys(salt, "rotation", (_index_query.ROTATION_KEY,))
-            params = {k: v >> (64 - _index_query.ROTATION_BITS) for k, v in keys.items()}
-            params[_index_query.ROTATION_ROWS] = max_rows
-            sql = _index_query.rotation_query(source, columns)
+            params = {_index_query.MAX_ROWS: max_rows}
+            sql = _index_query.first_rows_query(source, columns)
         if cap is not None:
             beyond = f"(SELECT * FROM {relation} WHERE NOT {_index_query.within_cap_condition(cap[0])})"
             capped = group_column if isinstance(group_column, tuple) else (group_column,) if group_column else ()
@@ -565,7 +560,6 @@ class DuckDBEngine(DuckDBStewardSteps):
                 beyond, columns, unit_column=unit_column, group_columns=capped, where=filters, kinds=kinds
             )
             params.update(more)
-            params.update(_query.derived_keys(salt, "rows", _query.ROW_KEYS))
             params.update(_query.derived_keys(salt, "groups", _query.GROUP_KEYS))
             params["max_rows"], params["max_groups"] = max_rows, cap[1]
             cols = ", ".join(_query.quote(c) for c in columns)

@@ -192,13 +192,13 @@ class DuckDBStewardSteps(ABC):
         is stored as a hidden column (``_index_query.group_count_expr``), so that a group cap on those
         columns keeps the units within it with no window (``bounded_rows``).
 
-        One window pass over the table, then a sort by (unit, position): a one-time steward cost
+        One window pass over the table, then a sort by (position, unit): a one-time steward cost
         (about 4 s for 10^7 rows on 2 cores) that makes every later ``bounded_rows`` on this unit
-        column a projection. The key enters DuckDB only as two 64-bit keys derived from it
-        (``_index_query.unit_index_query`` has the steps); a table registered by name is never modified.
-        Positions and counts are 32-bit and the release's rotation adds a 31-bit key to them: a unit
-        with more than ``_index_query.MAX_UNIT_ROWS`` rows is refused here, by the steward, with
-        ``InvalidData`` (bad data is found at registration; a release can then never overflow).
+        column a projection that reads only the rows it keeps. The key enters DuckDB only as two 64-bit
+        keys derived from it (``_index_query.unit_index_query`` has the steps); a table registered by
+        name is never modified. Positions and counts are 32-bit: a unit with more than
+        ``_index_query.MAX_UNIT_ROWS`` rows is refused here, by the steward, with ``InvalidData`` (bad
+        data is found at registration; a release can then never meet it).
         """
         self._check_open()
         relation, info = self._table(table)
@@ -220,13 +220,22 @@ class DuckDBStewardSteps(ABC):
             )
         copy, create = self._new_copy()
         self._run(f"{create}{sql}", params)
+        if not self.portable:  # then sorted by position, in a statement of its own (it spills alone)
+            unsorted = copy
+            self._copies.add(unsorted)
+            copy, create = self._new_copy()
+            try:
+                self._run(f"{create}{_index_query.position_order_query(_query.quote(unsorted), unit_column)}", {})
+            finally:
+                self._drop_copy(_query.quote(unsorted))
         self._keep_copy(copy)
         if not self.portable:
             self._refuse_large_units(_query.quote(copy))
         described = self._describe(table, _query.quote(copy))
         public = TableInfo(table, described.columns[: len(info.columns)])
         hidden = described.column_names[len(info.columns) :]
-        if public != info or hidden != (*_index_query.HIDDEN_COLUMNS, *stored.values(), *counts.values()):
+        index = _portable.INDEX_COLUMNS if self.portable else _index_query.HIDDEN_COLUMNS
+        if public != info or hidden != (*index, *stored.values(), *counts.values()):
             self._drop_copy(_query.quote(copy))
             raise InternalError("indexing changed the table's schema")
         self._drop_copy(relation)
@@ -244,7 +253,7 @@ class DuckDBStewardSteps(ABC):
         """Write the indexed snapshot ``table`` to a new DuckDB database file at ``path`` (``SnapshotFiles``).
 
         One table, ``snapshot``, holds the public columns, the index and the stored grid units in the
-        snapshot's (unit, position) order; the file is checkpointed and closed when this returns.
+        snapshot's (position, unit) order; the file is checkpointed and closed when this returns.
         DuckDB's failure to write it (a full disk, a missing folder) is an ``OSError``, as the store's
         own file operations are.
         """
@@ -301,8 +310,11 @@ class DuckDBStewardSteps(ABC):
             described = self._describe(name, relation)
         except duckdb.Error:
             described = TableInfo(name, ())
-        expected = (*info.column_names, *_index_query.HIDDEN_COLUMNS, *stored.values(), *counts.values())
-        if TableInfo(name, described.columns[: len(info.columns)]) != info or described.column_names != expected:
+        expected = [
+            (*info.column_names, *hidden, *stored.values(), *counts.values())
+            for hidden in (_index_query.HIDDEN_COLUMNS, _index_query.LEGACY_HIDDEN_COLUMNS)
+        ]
+        if TableInfo(name, described.columns[: len(info.columns)]) != info or described.column_names not in expected:
             self._con.execute(f"DETACH {_query.quote(alias)}")
             raise InvalidData("the snapshot file does not hold the registered schema", str(path), "register again")
         self._files[relation] = alias
