@@ -480,10 +480,23 @@ def registration_orders(engine: Engine, sizes: dict[int, int]) -> dict[int, list
     return order
 
 
+@pytest.fixture(params=["masks", "window"])
+def filter_plan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both plans of ``filtered_query``: the masks (tables of at least ``MASKED_TABLE_ROWS`` rows) and the window."""
+    from dpsense.engine.sql import _index_query
+
+    threshold = 0 if request.param == "masks" else 1 << 62
+    monkeypatch.setattr(_index_query, "MASKED_TABLE_ROWS", threshold)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("c", [1, 3, 64, 70])
-def test_a_filtered_bound_keeps_exactly_the_first_c_passing_rows_of_the_registration_order(c: int) -> None:
-    """The three parts of ``filtered_query`` (small units, the failing-position masks, the window above
-    ``MASK_ROWS`` rows) keep, in every unit, exactly its first C passing rows in its registration order.
+def test_a_filtered_bound_keeps_exactly_the_first_c_passing_rows_of_the_registration_order(
+    c: int, filter_plan: str
+) -> None:
+    """Both plans of ``filtered_query``, and every part of the masks' (small units, the failing-position
+    masks, the window above ``MASK_ROWS`` rows), keep in every unit exactly its first C passing rows in
+    its registration order.
 
     Units of 1 to 100 rows cross every boundary (C, 64, 65); the filter fails on NULLs too (a NULL
     is not a pass). The order is read through the unfiltered bound, which keeps its first C rows.
@@ -516,7 +529,7 @@ def test_a_filtered_bound_keeps_exactly_the_first_c_passing_rows_of_the_registra
 
 
 @pytest.mark.parametrize("c", [1, 3, 70])
-def test_neighbouring_snapshots_keep_the_same_rows_of_every_other_unit(c: int) -> None:
+def test_neighbouring_snapshots_keep_the_same_rows_of_every_other_unit(c: int, filter_plan: str) -> None:
     """Built neighbours, not a re-read plan: under one registration key, removing a unit, or replacing
     its rows, changes the kept rows of that unit alone, filtered or not, so at most C rows move.
 

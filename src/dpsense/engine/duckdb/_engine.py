@@ -188,6 +188,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._stored_sums: dict[str, dict[SumKey, str]] = {}  # public name -> stored grid units, by sum
         self._group_counts: dict[str, dict[str, str]] = {}  # public name -> stored distinct groups per unit, by column
         self._files: dict[str, str] = {}  # relation of an attached snapshot file -> its attachment
+        self._row_counts: dict[str, int] = {}  # stored snapshot relation -> its rows (``_table_rows``)
         self._checked_keys: set[tuple[object, ...]] = set()  # (key type, *(type, key)) of key lists that passed
         self._counter = itertools.count()
         self._closed = False
@@ -542,8 +543,9 @@ class DuckDBEngine(DuckDBStewardSteps):
         if cap is not None:  # the units within the cap take the fast path; the others are windowed below
             source = f"(SELECT * FROM {relation} WHERE {_index_query.within_cap_condition(cap[0])})"
         if filters:
+            masks = self._table_rows(relation) >= _index_query.MASKED_TABLE_ROWS
             sql, params = _index_query.filtered_query(
-                source, columns, unit_column=unit_column, where=filters, kinds=kinds
+                source, columns, unit_column=unit_column, where=filters, kinds=kinds, masks=masks
             )
             params[_index_query.MAX_ROWS] = max_rows
         elif self.portable:  # the rotation of _portable: 64-bit arithmetic Spark computes alike
@@ -568,6 +570,19 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._selections[name] = _Selection(relation, sql, params, dict(stored))
         groups_cap = None if cap is None else cap[1]
         return BoundedView(name, table, info, unit_column, max_rows, group_column, groups_cap, tuple(filters))
+
+    def _table_rows(self, relation: str) -> int:
+        """The stored snapshot's number of rows (DuckDB's table metadata), once per relation.
+
+        It picks between two plans that keep the same rows (``_index_query.filtered_query``'s
+        ``masks``); like DuckDB's own plan choices, only the release's time depends on the table's
+        size (docs/threat-model.md, item 5).
+        """
+        rows = self._row_counts.get(relation)
+        if rows is None:
+            rows = int(self._one_row(f"SELECT count(*) FROM {relation}", {})[0])
+            self._row_counts[relation] = rows
+        return rows
 
     def group_aggregates(
         self,

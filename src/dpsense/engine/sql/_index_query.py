@@ -40,6 +40,9 @@ MAX_UNIT_ROWS = 2**31
 #: Units of at most this many rows are bounded under a filter by a 64-bit mask of their failing positions
 #: (``filtered_query``); larger ones by a window.
 MASK_ROWS = 64
+#: Below this many rows in the snapshot a filter is bounded by the window alone (``filtered_query``'s
+#: ``masks=False``): the masks' aggregate and join cost more fixed time than they save on small tables.
+MASKED_TABLE_ROWS = 1 << 15
 
 
 def unit_index_query(
@@ -116,6 +119,7 @@ def filtered_query(
     where: Sequence[Predicate],
     kinds: Mapping[str, str],
     dialect: Dialect = DUCKDB,
+    masks: bool = True,
 ) -> tuple[str, dict[str, object]]:
     """SELECT of an indexed ``source`` keeping, per unit, the first ``$max_rows`` rows that pass ``where``.
 
@@ -133,6 +137,9 @@ def filtered_query(
       its later rows);
     - units with n_u > C and n_u > ``MASK_ROWS``: a window numbering their passing rows by position.
 
+    With ``masks=False`` (small tables: ``MASKED_TABLE_ROWS``) the window numbers the passing rows of
+    every unit with n_u > C, and the other units keep every passing row: the same rows, two parts.
+
     Shifts take ``least(p, 63)`` and differences are BIGINT, so no row of any unit can make an
     expression fail whatever order the engine evaluates the conditions in. Each unit's kept rows
     depend on that unit's rows and the registration secret alone, so adding, removing or replacing a
@@ -143,15 +150,22 @@ def filtered_query(
     unit = quote(unit_column)
     passing, params = passing_condition(unit_column, where, kinds, dialect)
     c, pos, n = f"${MAX_ROWS}", POSITION, UNIT_ROWS
+    if not masks:
+        small = f"SELECT {cols} FROM {source} WHERE {n} <= {c} AND {passing}"
+        large = (
+            f"SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {unit} ORDER BY {pos}) AS __dps_rn "
+            f"FROM {source} WHERE {n} > {c} AND {passing}) WHERE __dps_rn <= {c}"
+        )
+        return f"{small}\nUNION ALL\n{large}", params
     bit = f"(CAST(1 AS UBIGINT) << least({pos}, 63))"
     direct = f"SELECT {cols} FROM {source} WHERE ({n} <= {c} OR ({pos} < {c} AND {n} <= {MASK_ROWS})) AND {passing}"
-    masks = (
+    failing = (
         f"SELECT {unit} AS __dps_u, bit_or({bit}) AS __dps_m FROM {source} "
         f"WHERE {n} > {c} AND {n} <= {MASK_ROWS} AND ({passing}) IS NOT TRUE GROUP BY {unit}"
     )
     # Unqualified names in the join are the row's: the masks' two columns have reserved hidden names.
     masked = (
-        f"SELECT {cols} FROM {source} AS __dps_r JOIN ({masks}) AS __dps_f ON {unit} = __dps_u "
+        f"SELECT {cols} FROM {source} AS __dps_r JOIN ({failing}) AS __dps_f ON {unit} = __dps_u "
         f"WHERE {n} > {c} AND {n} <= {MASK_ROWS} AND {pos} >= {c} AND {passing} "
         f"AND bit_count(__dps_m & ({bit} - 1)) >= CAST({pos} AS BIGINT) - {c} + 1"
     )
