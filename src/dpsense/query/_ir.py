@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
+from dpsense.core.memo import IdentityMemo
 from dpsense.core.steps import DecimalStep
 from dpsense.query._aggregates import AggregateKind
 from dpsense.query._schema import Bounds
@@ -244,4 +245,10 @@ class QueryIR(_ComparedByCanonicalForm):
 
 
 def _keys_json(keys: tuple[Value, ...] | None) -> list[Tagged] | None:
-    return None if keys is None else [tagged(k) for k in keys]
+    return None if keys is None else list(_TAGGED_KEYS(keys))
+
+
+#: The tagged form of a declared key tuple, once per tuple object (``core.memo``).
+_TAGGED_KEYS: IdentityMemo[tuple[Value, ...], tuple[Tagged, ...]] = IdentityMemo(
+    lambda keys: tuple(tagged(k) for k in keys)
+)

@@ -43,6 +43,7 @@ from dpsense.mechanisms.partition_selection import check_selection_parameters
 from dpsense.mechanisms.ptr import check_plan_parameters, ptr_distance_cap
 from dpsense.noise import exact
 from dpsense.query import AggregateIR, AggregateKind, Family, Mechanism, Plan, PlanStep, QueryIR, StepPart
+from dpsense.release._executor import engine_keys
 from dpsense.statistics import STATISTICS
 from dpsense.statistics._steps import _sensitivity, ptr_record_budget
 
@@ -189,7 +190,7 @@ def _admit_keys(ir: QueryIR, table: TableInfo, engine_key: Callable[[Any], Any])
     lists: list[tuple[str, tuple[Any, ...]]] = [(g.column, g.keys) for g in ir.group_by if g.keys is not None]
     lists += [(a.columns[0], a.keys) for a in ir.aggregates if a.kind is AggregateKind.HISTOGRAM and a.keys is not None]
     for column, keys in lists:
-        check_group_keys(table, column, [engine_key(k) for k in keys])
+        check_group_keys(table, column, list(engine_keys(keys, engine_key)))
 
 
 def _max_groups(ir: QueryIR, plan: Plan, population: int | None) -> int | None:

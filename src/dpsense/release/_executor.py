@@ -29,6 +29,7 @@ from typing import Any
 
 from dpsense.accounting import compose_basic
 from dpsense.core.errors import InternalError, UnsupportedRequest
+from dpsense.core.memo import IdentityMemo
 from dpsense.core.privacy_loss import PrivacyLoss
 from dpsense.engine import (
     BoundedView,
@@ -110,10 +111,7 @@ def execute(
         group_column, public_keys = ir.aggregates[0].columns[0], ir.aggregates[0].keys
     several = isinstance(group_column, tuple)
 
-    def to_engine(key: Any) -> Any:
-        return tuple(engine_key(v) for v in key) if several else engine_key(key)
-
-    keys = None if public_keys is None else [to_engine(k) for k in public_keys]
+    keys = None if public_keys is None else list(engine_keys(public_keys, engine_key, several=several))
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
     runner = _Runner(
         engine,
@@ -158,6 +156,27 @@ def execute(
     if census is not None:
         group_column, released_keys = census
     return Executed(group_column, released_keys, outputs, realised)
+
+
+def engine_keys(keys: tuple[Any, ...], engine_key: Callable[[Any], Any], *, several: bool = False) -> tuple[Any, ...]:
+    """Public keys as the engine binds them (each a tuple of values when ``several``), once per key tuple.
+
+    A release converts the same declared keys for its admission and for its aggregates, and every
+    release of the schema reads the same tuple: ``core.memo.IdentityMemo`` per conversion function.
+    """
+    memo = _ENGINE_KEYS.get((engine_key, several))
+    if memo is None:
+
+        def convert(values: tuple[Any, ...]) -> tuple[Any, ...]:
+            if several:
+                return tuple(tuple(engine_key(v) for v in key) for key in values)
+            return tuple(engine_key(key) for key in values)
+
+        memo = _ENGINE_KEYS.setdefault((engine_key, several), IdentityMemo(convert))
+    return memo(keys)
+
+
+_ENGINE_KEYS: dict[tuple[Callable[[Any], Any], bool], IdentityMemo[tuple[Any, ...], tuple[Any, ...]]] = {}
 
 
 def _grouping(ir: QueryIR) -> tuple[GroupColumns | None, tuple[Any, ...] | None]:
