@@ -15,6 +15,7 @@ below epsilon = 2^-16); it costs accuracy only, never privacy.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from math import ceil
 from typing import Any
@@ -39,8 +40,15 @@ VERSION = "laplace/grid@1"
 
 def laplace_plan(*, sensitivity: NumberLike, epsilon: NumberLike, dimension: int = 1) -> tuple[int, int]:
     """The public noise plan ``(k, t)``: grid 2**k and integer discrete-Laplace scale t (in grid steps)."""
-    eps = check_epsilon(epsilon)
-    sens = check_sensitivity(sensitivity)
+    return _plan(check_sensitivity(sensitivity), check_epsilon(epsilon), dimension)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(sens: Fraction, eps: Fraction, dimension: int) -> tuple[int, int]:
+    """``laplace_plan`` of checked parameters: a pure function of public values, remembered.
+
+    A release plans each step's noise several times: admission at every dimension, accuracy, the draw.
+    """
     # Small epsilon: the scale is many Deltas, so refine the grid by log2(1/epsilon) more bits; many
     # coordinates: each adds up to one step to the snapped L1 sensitivity, so refine by log2(d) more.
     extra = grid.floor_log2(1 / eps) + 1 if eps < 1 else 0
