@@ -60,7 +60,7 @@ class DataDependentSteps(ABC):
 
     engine: ReleaseEngine
     group_column: GroupColumns | None
-    keys: list[Any] | None
+    keys: Sequence[Any] | None
     plan: Plan
     constant_work: int | None
     engine_key: Callable[[Any], Any]

@@ -111,7 +111,7 @@ def execute(
         group_column, public_keys = ir.aggregates[0].columns[0], ir.aggregates[0].keys
     several = isinstance(group_column, tuple)
 
-    keys = None if public_keys is None else list(engine_keys(public_keys, engine_key, several=several))
+    keys = None if public_keys is None else engine_keys(public_keys, engine_key, several=several)
     where = [_predicate(f.column, f.op.value, f.value, engine_key) for f in ir.filters]
     runner = _Runner(
         engine,
@@ -217,7 +217,7 @@ class _Runner(DataDependentSteps):
         salt: bytes,
         where: Sequence[Predicate],
         group_column: GroupColumns | None,
-        keys: list[Any] | None,
+        keys: Sequence[Any] | None,
         max_groups: int | None,
         plan: Plan,
         *,

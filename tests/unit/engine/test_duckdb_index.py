@@ -183,3 +183,26 @@ def test_a_snapshot_file_of_the_earlier_layout_still_attaches_and_keeps_the_same
         assert sorted(zip(got["person"], got["hours"], strict=True)) == sorted(
             zip(want["person"], want["hours"], strict=True)
         )
+
+
+def test_a_key_tuple_is_bound_once_as_a_table_and_answers_as_the_list_does() -> None:
+    """``group_aggregates`` with a tuple of keys makes one temporary key table per tuple object and
+    reuses it; the counts (absent keys 0, unlisted groups never) equal those of the same keys as a list."""
+    with DuckDBEngine() as e:
+        e.register("t", pd.DataFrame({"person": range(60), "g": [i % 7 for i in range(60)]}))
+        view = e.bounded_rows("t", unit_column="person", max_rows_per_unit=1, salt=random_bytes(32))
+        declared = (0, 3, 5, 99)  # 99 absent; groups 1, 2, 4 and 6 unlisted
+
+        def counts(keys: object) -> list[tuple[object, int]]:
+            rows = e.group_aggregates(view, group_column="g", keys=keys, aggregates=[count_rows()])  # type: ignore[arg-type]
+            return [(r.key, r.counts["count_rows"]) for r in rows]
+
+        want = [(0, 9), (3, 9), (5, 8), (99, 0)]
+        assert counts(list(declared)) == want and e._key_tables == {}
+        assert counts(declared) == want and counts(declared) == want
+        assert len(e._key_tables) == 1
+        assert counts(tuple(list(declared))) == want and len(e._key_tables) == 2  # another tuple object
+        for i in range(20):  # at most _KEY_TABLES are kept; the oldest are dropped from the catalog
+            counts((i, 1000 + i))
+        tables = e._con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '__dps_keys_')")
+        assert len(e._key_tables) == 16 and tables.fetchone() == (16,)

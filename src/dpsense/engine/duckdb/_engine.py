@@ -64,6 +64,9 @@ __all__ = ["MIN_SALT_BYTES", "DuckDBEngine", "SharedTable"]
 _SUMS = (ClippedSum, CenteredSquares)
 
 _TMP_PREFIX = _query.INTERNAL_PREFIX + "tmp_"
+#: Temporary tables of public key rows (``_key_relation``), and how many an engine keeps.
+_KEYS_PREFIX = _query.INTERNAL_PREFIX + "keys_"
+_KEY_TABLES = 16
 _CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _FRAME_MODULES = frozenset({"pandas", "pyarrow", "polars"})
@@ -189,6 +192,8 @@ class DuckDBEngine(DuckDBStewardSteps):
         self._group_counts: dict[str, dict[str, str]] = {}  # public name -> stored distinct groups per unit, by column
         self._files: dict[str, str] = {}  # relation of an attached snapshot file -> its attachment
         self._row_counts: dict[str, int] = {}  # stored snapshot relation -> its rows (``_table_rows``)
+        # id of a public key tuple -> (the tuple, its key types, its temporary table) (``_key_relation``)
+        self._key_tables: dict[int, tuple[Sequence[Any], list[str], str]] = {}
         self._checked_keys: set[tuple[object, ...]] = set()  # (key type, *(type, key)) of key lists that passed
         self._counter = itertools.count()
         self._closed = False
@@ -571,6 +576,27 @@ class DuckDBEngine(DuckDBStewardSteps):
         groups_cap = None if cap is None else cap[1]
         return BoundedView(name, table, info, unit_column, max_rows, group_column, groups_cap, tuple(filters))
 
+    def _key_relation(self, given: Sequence[Any], parts: list[list[Any]], key_types: list[str]) -> str | None:
+        """A temporary table of the checked public keys' rows (``_query.key_rows_query``), once per key tuple.
+
+        The declared keys of a schema are one tuple (``release._executor.engine_keys``), which every
+        release of it passes, so its rows are not bound as list parameters again. ``None`` for another
+        sequence (a list may change): the keys are then bound as parameters.
+        """
+        if not isinstance(given, tuple):
+            return None
+        entry = self._key_tables.get(id(given))
+        if entry is not None and entry[0] is given and entry[1] == key_types:
+            return entry[2]
+        name = _query.quote(f"{_KEYS_PREFIX}{next(self._counter)}")
+        params: dict[str, object] = {f"keys{j}": part for j, part in enumerate(parts)}
+        self._run(f"CREATE TEMP TABLE {name} AS {_query.key_rows_query(key_types)}", params)
+        if len(self._key_tables) >= _KEY_TABLES:
+            oldest = next(iter(self._key_tables))
+            self._con.execute(f"DROP TABLE IF EXISTS {self._key_tables.pop(oldest)[2]}")
+        self._key_tables[id(given)] = (given, list(key_types), name)
+        return name
+
     def _table_rows(self, relation: str) -> int:
         """The stored snapshot's number of rows (DuckDB's table metadata), once per relation.
 
@@ -599,6 +625,7 @@ class DuckDBEngine(DuckDBStewardSteps):
         relation, view_params = self._check_view(view)
         aggs = _checks.aggregates(view.schema, list(aggregates))
         groups = _checks.group_columns(view.schema, group_column)
+        key_relation: str | None = None
         parts: list[list[Any]] = []
         if not groups:
             if keys is not None:
@@ -611,12 +638,13 @@ class DuckDBEngine(DuckDBStewardSteps):
                     f"group by {view.group_column!r} or bound rows again with this grouping",
                 )
             if keys is not None:
-                keys = list(keys)
+                given, keys = keys, list(keys)
                 if not keys:
                     return []
                 parts = _checks.key_parts(groups, keys)
                 for group, part in zip(groups, parts, strict=True):
                     self._check_keys(part, group.sql_type, distinct=len(groups) == 1)
+                key_relation = self._key_relation(given, parts, [g.sql_type for g in groups])
         selection = self._selections.get(view.name)
         carried = selection.stored if selection is not None else {}
         stored = {
@@ -630,8 +658,10 @@ class DuckDBEngine(DuckDBStewardSteps):
             aggregates=aggs,
             kinds={c.name: c.kind for c in view.schema.columns},
             stored=stored,
+            keys_relation=key_relation,
         )
-        params.update({f"keys{j}": part for j, part in enumerate(parts)})
+        if key_relation is None:
+            params.update({f"keys{j}": part for j, part in enumerate(parts)})
         counted = [(i, a.name) for i, a in enumerate(aggs, 1) if not isinstance(a, _SUMS)]
         summed = [(i, a.name, _checks.sum_exponent(a)) for i, a in enumerate(aggs, 1) if isinstance(a, _SUMS)]
         out = []

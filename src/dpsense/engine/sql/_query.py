@@ -350,11 +350,13 @@ def group_aggregates_query(
     kinds: Mapping[str, str] | None = None,
     dialect: Dialect = DUCKDB,
     stored: Mapping[int, str] | None = None,
+    keys_relation: str | None = None,
 ) -> tuple[str, dict[str, object]]:
     """Aggregates per group; with ``key_types`` the output has exactly the public keys in order.
 
     The public keys are one list parameter per group column (``$keys0``, ``$keys1``, ...: column j's
-    part of every key, of type ``key_types[j]``), zipped into rows.
+    part of every key, of type ``key_types[j]``), zipped into rows; or ``keys_relation``, a table of
+    those rows made once by ``key_rows_query`` (columns ``__dps_k<j>`` and ``__dps_ord``).
 
     ``stored`` maps the position of a ``ClippedSum`` in ``aggregates`` to a hidden column of the view
     holding its grid units (``stored_grid_units``): that sum is then a plain integer sum.
@@ -400,8 +402,17 @@ def group_aggregates_query(
         found = ", ".join(f"a.{k}" for k in names)
         order = ", ".join(f"a.{k} NULLS LAST" for k in names)
         return f"SELECT {found}, {outs} FROM ({agg_sql}) a ORDER BY {order}", params
-    lists = [f"unnest(CAST($keys{j} AS {t}[])) AS {k}" for j, (t, k) in enumerate(zip(key_types, names, strict=True))]
-    key_rows = f"SELECT {', '.join(lists)}, unnest(range(len($keys0))) AS __dps_ord"
+    key_rows = keys_relation if keys_relation is not None else f"({key_rows_query(key_types)})"
     joined = " AND ".join(f"k.{k} = a.{k}" for k in names)
-    sql = f"SELECT k.__dps_ord, {outs} FROM ({key_rows}) AS k LEFT JOIN ({agg_sql}) a ON {joined} ORDER BY k.__dps_ord"
+    sql = f"SELECT k.__dps_ord, {outs} FROM {key_rows} AS k LEFT JOIN ({agg_sql}) a ON {joined} ORDER BY k.__dps_ord"
     return sql, params
+
+
+def key_rows_query(key_types: Sequence[str]) -> str:
+    """The public keys' rows from the list parameters ``$keys<j>``.
+
+    One list per group column, of type ``key_types[j]``; columns ``__dps_k<j>`` and the key's position
+    ``__dps_ord``.
+    """
+    lists = [f"unnest(CAST($keys{j} AS {t}[])) AS __dps_k{j}" for j, t in enumerate(key_types)]
+    return f"SELECT {', '.join(lists)}, unnest(range(len($keys0))) AS __dps_ord"
