@@ -162,19 +162,15 @@ class ReleaseEngine(Protocol):
         by the secret salt and that unit's rows only, and never by physical row order. Two rules, by
         the table's state:
 
-        - Indexed path: the table is indexed on ``unit_column`` (``index_units``), with no ``where``
-          and no ``max_groups_per_unit``. The unit's rows sit at positions 0..n_u-1 of a secret
-          keyed-hash order fixed at registration; the salt gives the unit an offset o_u and the
-          rows with ``(position - o_u) mod n_u < C`` stay: C consecutive positions, cyclically.
-          o_u is a value derived from the salt, mod n_u (31 bits on DuckDB, 63 on portable
-          engines): on DuckDB one value for every unit
-          (given the registration, the windows of two units of one size move together; over the
-          secret orders, which are independent per unit, their kept rows are independent), on
-          portable engines a keyed hash of the unit. Given a fresh salt o_u is uniform on
-          0..n_u-1 (bias below n_u / 2**31: negligible), so each row stays with probability
-          exactly C / n_u. The kept subsets are cyclic windows of the registration order, not
-          uniform over all C-subsets: two rows at distant positions of a large unit are never
-          kept together, and the same order serves every release of the snapshot.
+        - Indexed path: the table is indexed on ``unit_column`` (``index_units``), without a group
+          cap on columns the index did not count. The unit's rows sit at positions 0..n_u-1 of a
+          secret keyed-hash order fixed at registration. On DuckDB's own rules the unit keeps its
+          first C rows of that order (its first C passing rows under ``where``): a uniformly random
+          C-subset over the registration's key, the same in every release of the snapshot. On
+          portable engines (no ``where``) the salt gives the unit an offset o_u, a keyed hash of
+          the unit mod n_u, and the rows with ``(position - o_u) mod n_u < C`` stay: C consecutive
+          positions, cyclically, each row with probability C / n_u given a fresh salt (bias below
+          n_u / 2**63), but not uniform over all C-subsets.
         - Windowed path (otherwise): rows are ordered within the unit by a keyed hash of (salt, row
           content, copy number among identical rows) and the first C stay, a uniformly random
           C-subset per release; identical rows are interchangeable. With ``max_groups_per_unit``
