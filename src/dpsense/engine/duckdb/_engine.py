@@ -438,23 +438,21 @@ class DuckDBEngine(DuckDBStewardSteps):
         max_groups_per_unit: int | None = None,
         where: Sequence[Predicate] = (),
     ) -> BoundedView:
-        """Keep at most C rows (and G groups) per unit, chosen under a fresh secret salt.
+        """Keep at most C rows (and G groups) per unit, chosen under the index's key or a fresh secret salt.
 
         Rows failing a filter in ``where`` and rows with a NULL unit are dropped before the bound
-        (registration policies handle other missing values). The salt only enters DuckDB through
-        64-bit keys derived from it, as parameters.
+        (registration policies handle other missing values). Secrets only enter DuckDB through
+        64-bit keys derived from them, as parameters.
 
-        On a table indexed on ``unit_column`` (``index_units``), without ``where`` and without
-        ``max_groups_per_unit``, the view is a selection with no window (``_indexed_view``): each
-        unit keeps exactly min(C, n_u) rows, each with probability C / n_u, as a cyclic window of its
-        secret registration order; the kept subsets are C consecutive positions of that order, not
-        a uniform draw among all C-subsets. With ``where``, the units with at most C rows keep every
-        passing row and the others a uniform C-subset of theirs; with ``max_groups_per_unit`` on
-        columns whose per-unit group counts the index stored, the units within the cap are bounded so
-        and only the others are windowed. Otherwise (``_query.bounded_rows_query``) each unit keeps a
-        uniformly random C-subset through a window per release. Privacy does not depend on which of
-        the two runs: each unit's choice depends on that unit's rows (and the secrets) only, so adding,
-        removing or replacing one unit changes at most C rows of the view whatever the rule.
+        On a table indexed on ``unit_column`` (``index_units``) the view is a selection
+        (``_indexed_view``): each unit keeps the first C rows of its secret registration order
+        (of its passing rows, with ``where``), exactly min(C, n_u), a uniformly random C-subset over
+        the registration's key, the same in every release; with ``max_groups_per_unit`` on columns
+        whose per-unit group counts the index stored, the units within the cap are bounded so and
+        only the others choose their groups per release. Otherwise (``_query.bounded_rows_query``)
+        each unit keeps a uniformly random C-subset through a window per release. Privacy does not
+        depend on which rule runs: each unit's choice depends on that unit's rows (and the secrets)
+        only, so adding, removing or replacing one unit changes at most C rows of the view.
         """
         self._check_open()
         relation, info = self._table(table)
@@ -576,8 +574,13 @@ class DuckDBEngine(DuckDBStewardSteps):
         groups_cap = None if cap is None else cap[1]
         return BoundedView(name, table, info, unit_column, max_rows, group_column, groups_cap, tuple(filters))
 
+    def _known_key_table(self, given: Sequence[Any], key_types: list[str]) -> str | None:
+        """The key table ``_key_relation`` made for this very tuple and key types, if it is still kept."""
+        entry = self._key_tables.get(id(given))
+        return entry[2] if entry is not None and entry[0] is given and entry[1] == key_types else None
+
     def _key_relation(self, given: Sequence[Any], parts: list[list[Any]], key_types: list[str]) -> str | None:
-        """A temporary table of the checked public keys' rows (``_query.key_rows_query``), once per key tuple.
+        """A temporary table of the checked public keys' rows (``_query.key_rows_query``), for a new key tuple.
 
         The declared keys of a schema are one tuple (``release._executor.engine_keys``), which every
         release of it passes, so its rows are not bound as list parameters again. ``None`` for another
@@ -585,9 +588,6 @@ class DuckDBEngine(DuckDBStewardSteps):
         """
         if not isinstance(given, tuple):
             return None
-        entry = self._key_tables.get(id(given))
-        if entry is not None and entry[0] is given and entry[1] == key_types:
-            return entry[2]
         name = _query.quote(f"{_KEYS_PREFIX}{next(self._counter)}")
         params: dict[str, object] = {f"keys{j}": part for j, part in enumerate(parts)}
         self._run(f"CREATE TEMP TABLE {name} AS {_query.key_rows_query(key_types)}", params)
@@ -641,10 +641,13 @@ class DuckDBEngine(DuckDBStewardSteps):
                 given, keys = keys, list(keys)
                 if not keys:
                     return []
-                parts = _checks.key_parts(groups, keys)
-                for group, part in zip(groups, parts, strict=True):
-                    self._check_keys(part, group.sql_type, distinct=len(groups) == 1)
-                key_relation = self._key_relation(given, parts, [g.sql_type for g in groups])
+                key_types = [g.sql_type for g in groups]
+                key_relation = self._known_key_table(given, key_types)  # a tuple already checked and bound
+                if key_relation is None:
+                    parts = _checks.key_parts(groups, keys)
+                    for group, part in zip(groups, parts, strict=True):
+                        self._check_keys(part, group.sql_type, distinct=len(groups) == 1)
+                    key_relation = self._key_relation(given, parts, key_types)
         selection = self._selections.get(view.name)
         carried = selection.stored if selection is not None else {}
         stored = {
