@@ -561,6 +561,72 @@ def test_neighbouring_snapshots_keep_the_same_rows_of_every_other_unit(c: int, f
             replaced_frame.loc[mask, "x"] = rng.random(int(mask.sum()))
             replaced = kept_rows(replaced_frame, where)  # type: ignore[arg-type]
             for neighbour in (removed, replaced):
-                moved = (full - neighbour) + (neighbour - full)
-                assert all(person == victim for person, _ in moved), (victim, where)
-                assert sum((full - neighbour).values()) <= c and sum((neighbour - full).values()) <= c
+                assert_only_the_victim_moved(full, neighbour, victim, c)
+
+
+@pytest.mark.parametrize("c", [1, 3, 70])
+def test_neighbours_under_a_stored_group_cap_move_only_the_victims_rows_when_it_changes_groups(
+    c: int, filter_plan: str
+) -> None:
+    """The capped path (stored group counts; units above the cap choose one group per salt, then rows by
+    position) on built neighbours: the victim removed, or replaced by rows in other groups (a unit
+    moving between groups), filtered, unfiltered and filtered to an empty view, under one key and one
+    salt. Only the victim's rows move, at most C each way; one-record data keeps its one row or none.
+    """
+    rng = np.random.default_rng(13)  # the test's own data
+    sizes = {1: 4, 2: 4, 5: 4, 40: 3, 70: 2}
+    base = sized_units(sizes)
+    base["x"] = np.where(rng.random(len(base)) < 0.1, np.nan, rng.random(len(base)))
+    base["g"] = (base["label"] * 7 + base["person"]) % 3
+    key, salt = random_bytes(32), random_bytes(32)
+    victims = [int(p) for p in base.groupby("size")["person"].first()]
+
+    def kept_rows(frame: pd.DataFrame, where: list[object]) -> Counter[tuple[int, int]]:
+        engine = DuckDBEngine()
+        engine.register("t", frame)
+        engine.index_units("t", unit_column="person", key=key, group_columns=["g"])
+        view = engine.bounded_rows(
+            "t",
+            unit_column="person",
+            max_rows_per_unit=c,
+            salt=salt,
+            where=where,  # type: ignore[arg-type]
+            group_column="g",
+            max_groups_per_unit=1,
+        )
+        got = engine.collect(view, columns=["person", "label", "g"])
+        engine.close()
+        assert all(len(set(gs)) <= 1 for gs in _groups_of(got).values())  # the cap holds
+        return Counter(zip(got["person"].tolist(), got["label"].tolist(), strict=True))
+
+    nothing = [predicate("x", ">=", 2.0)]  # no row passes: an empty view
+    for where in ([], [predicate("x", ">=", 0.3)], nothing):
+        full = kept_rows(base, where)  # type: ignore[arg-type]
+        assert (full == Counter()) is (where is nothing)
+        for victim in victims:
+            removed = kept_rows(base[base["person"] != victim], where)  # type: ignore[arg-type]
+            moved_frame = base.copy()
+            mask = moved_frame["person"] == victim
+            moved_frame.loc[mask, "g"] = (moved_frame.loc[mask, "g"] + 1) % 3  # the unit moves to other groups
+            moved_frame.loc[mask, "x"] = rng.random(int(mask.sum()))
+            moved = kept_rows(moved_frame, where)  # type: ignore[arg-type]
+            for neighbour in (removed, moved):
+                assert_only_the_victim_moved(full, neighbour, victim, c)
+    one = base[base["person"] == victims[0]].head(1)
+    assert sum(kept_rows(one, []).values()) == 1 and kept_rows(one, nothing) == Counter()  # type: ignore[arg-type]
+
+
+def _groups_of(got: dict[str, np.ndarray]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for person, group in zip(got["person"].tolist(), got["g"].tolist(), strict=True):
+        out.setdefault(person, []).append(group)
+    return out
+
+
+def assert_only_the_victim_moved(
+    full: Counter[tuple[int, int]], neighbour: Counter[tuple[int, int]], victim: int, c: int
+) -> None:
+    """The kept (unit, row) pairs of two neighbouring snapshots differ in the victim's rows only, at most C each way."""
+    changed = (full - neighbour) + (neighbour - full)
+    assert all(person == victim for person, _ in changed), victim
+    assert sum((full - neighbour).values()) <= c and sum((neighbour - full).values()) <= c
